@@ -1,0 +1,802 @@
+#include "cache/store.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <pwd.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <tuple>
+#include <utility>
+
+#include "gmjit/error.hpp"
+#include "lib/core/check.hpp"
+#include "lib/core/log.hpp"
+
+#define GMJIT_SQLITE(expr) \
+  GMJIT_CHECK_GEN(::gmjit::ErrorKind::cache, expr, SQLITE_OK, sqlite3_errstr)
+
+// Throws a cache error for a failed system call or a refused file; the message is one line.
+#define GMJIT_CACHE_FAIL(code, call, ...)                                                   \
+  throw ::gmjit::Error(::gmjit::ErrorKind::cache, (code), fmt::format(__VA_ARGS__), (call), \
+                       __FILE__, __LINE__)
+
+#define GMJIT_USAGE_FAIL(...)                                                                \
+  throw ::gmjit::Error(::gmjit::ErrorKind::usage, 0, fmt::format(__VA_ARGS__), {}, __FILE__, \
+                       __LINE__)
+
+namespace gmjit::cache {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Longer than any single write of a tuning run, so concurrent tuners queue instead of failing.
+constexpr int kBusyTimeoutMs = 10'000;
+
+// Entry i takes a database from user_version i to i + 1. Append new entries; never edit one that
+// has been released, since existing caches have already run it.
+constexpr std::array<const char*, Store::kSchemaVersion> kMigrations = {
+    // 1: initial schema.
+    R"sql(
+CREATE TABLE devices (
+  id               INTEGER PRIMARY KEY,
+  key              TEXT NOT NULL UNIQUE,
+  name             TEXT NOT NULL,
+  arch             TEXT NOT NULL,
+  fingerprint_json TEXT NOT NULL,
+  first_seen       INTEGER NOT NULL,
+  last_seen        INTEGER NOT NULL
+);
+CREATE TABLE kernels (
+  id            INTEGER PRIMARY KEY,
+  name          TEXT NOT NULL,
+  template_hash TEXT NOT NULL,
+  UNIQUE (name, template_hash)
+);
+CREATE TABLE problems (
+  id         INTEGER PRIMARY KEY,
+  key        TEXT NOT NULL UNIQUE,
+  kernel_id  INTEGER NOT NULL REFERENCES kernels (id),
+  dtype      TEXT NOT NULL,
+  layout     TEXT NOT NULL,
+  shape_json TEXT NOT NULL
+);
+CREATE TABLE trials (
+  id              INTEGER PRIMARY KEY,
+  device_id       INTEGER NOT NULL REFERENCES devices (id),
+  problem_id      INTEGER NOT NULL REFERENCES problems (id),
+  config_json     TEXT NOT NULL,
+  status          TEXT NOT NULL CHECK (status IN ('ok', 'compile_failed', 'invalid',
+                    'launch_failed', 'crashed', 'timeout', 'wrong_result')),
+  -- REAL columns are NULL only where the tuner reported NaN (SQLite stores NaN as NULL).
+  median_ms       REAL,
+  spread          REAL,
+  repetitions     INTEGER NOT NULL,
+  verify_error    REAL,
+  compile_ms      REAL,
+  registers       INTEGER NOT NULL,
+  spill_bytes     INTEGER NOT NULL,
+  shared_bytes    INTEGER NOT NULL,
+  detail          TEXT NOT NULL,
+  tuned_at        INTEGER NOT NULL,
+  library_version TEXT NOT NULL
+);
+CREATE INDEX trials_by_device_problem ON trials (device_id, problem_id);
+CREATE TABLE winners (
+  device_id       INTEGER NOT NULL REFERENCES devices (id),
+  problem_id      INTEGER NOT NULL REFERENCES problems (id),
+  trial_id        INTEGER NOT NULL REFERENCES trials (id),
+  trial_count     INTEGER NOT NULL,
+  tuned_at        INTEGER NOT NULL,
+  library_version TEXT NOT NULL,
+  PRIMARY KEY (device_id, problem_id)
+) WITHOUT ROWID;
+)sql",
+};
+
+constexpr bool all_migrations_present() {
+  for (const char* step : kMigrations) {
+    if (step == nullptr) return false;
+  }
+  return true;
+}
+static_assert(all_migrations_present(), "kSchemaVersion grew without a migration step");
+
+std::string db_file(sqlite3* db) {
+  const char* name = db != nullptr ? sqlite3_db_filename(db, "main") : nullptr;
+  return name != nullptr ? name : "";
+}
+
+std::int64_t now_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  ~FileDescriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// Resets the statement when the caller is done with it, so that a half-read SELECT does not keep
+// a read transaction open (which would hold back WAL checkpoints of every other process).
+class Query {
+ public:
+  explicit Query(Statement& statement) : statement_(statement) {}
+  Query(const Query&) = delete;
+  Query& operator=(const Query&) = delete;
+  ~Query() { statement_.reset(); }
+  Statement* operator->() const { return &statement_; }
+  Statement& operator*() const { return statement_; }
+
+ private:
+  Statement& statement_;
+};
+
+// Steps a statement that yields exactly one integer (an id from RETURNING, a PRAGMA value).
+std::int64_t single_integer(Query& query) {
+  if (!query->step()) {
+    GMJIT_CACHE_FAIL(SQLITE_INTERNAL, "sqlite3_step", "statement returned no row");
+  }
+  const std::int64_t value = query->column_int64(0);
+  while (query->step()) {
+  }
+  return value;
+}
+
+enum class NodeKind { directory, file };
+
+// Everyone who can write the cache can choose which kernel configurations this user launches, so
+// only the user's own, unshared files are trusted.
+void require_private(const fs::path& path, NodeKind kind) {
+  const bool is_dir = kind == NodeKind::directory;
+  const char* noun = is_dir ? "cache directory" : "cache file";
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    const int err = errno;
+    GMJIT_CACHE_FAIL(err, "stat", "cannot inspect {} {}: {}", noun, path.string(),
+                     std::strerror(err));
+  }
+  if (is_dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode)) {
+    GMJIT_CACHE_FAIL(0, "stat", "{} {} is not a {}; set GMJIT_CACHE to another path", noun,
+                     path.string(), is_dir ? "directory" : "regular file");
+  }
+  const uid_t me = ::geteuid();
+  if (st.st_uid != me) {
+    GMJIT_CACHE_FAIL(
+        0, "stat",
+        "{} {} is owned by uid {}, not by you (uid {}); fix with: sudo chown {} {} (or set "
+        "GMJIT_CACHE to a path of your own)",
+        noun, path.string(), st.st_uid, me, me, path.string());
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    const unsigned mode = st.st_mode & 07777;
+    if (is_dir && (st.st_mode & S_ISVTX) != 0) {
+      // Shared directories such as /tmp: chmod is the wrong advice, and others could plant the
+      // -wal and -shm files next to the cache.
+      GMJIT_CACHE_FAIL(0, "stat",
+                       "cache directory {} is shared (mode {:04o}); set GMJIT_CACHE to a file in "
+                       "a directory of your own",
+                       path.string(), mode);
+    }
+    GMJIT_CACHE_FAIL(0, "stat",
+                     "{} {} is writable by group or others (mode {:04o}); fix with: chmod {} {}",
+                     noun, path.string(), mode, is_dir ? "700" : "600", path.string());
+  }
+}
+
+// Creates every missing component with mode 0700; components that exist are left as they are.
+void create_directories_private(const fs::path& dir, const fs::path& file) {
+  fs::path prefix;
+  for (const fs::path& part : dir) {
+    prefix /= part;
+    struct stat st {};
+    if (::stat(prefix.c_str(), &st) == 0) continue;
+    int err = errno;
+    if (err == ENOENT) {
+      if (::mkdir(prefix.c_str(), 0700) == 0) {
+        // umask may have removed owner bits; the owner needs all three.
+        ::chmod(prefix.c_str(), 0700);
+        continue;
+      }
+      err = errno;
+      if (err == EEXIST) continue;  // another process created it meanwhile
+    }
+    GMJIT_CACHE_FAIL(err, "mkdir",
+                     "cannot create directory {} for cache {}: {}; set GMJIT_CACHE to a "
+                     "writable location",
+                     prefix.string(), file.string(), std::strerror(err));
+  }
+}
+
+// Creates the file ourselves because SQLite would create it with 0644 & ~umask.
+void create_file_private(const fs::path& path) {
+  FileDescriptor fd(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (fd.get() < 0) {
+    const int err = errno;
+    if (err == EEXIST) return;
+    GMJIT_CACHE_FAIL(err, "open",
+                     "cannot create cache file {}: {}; set GMJIT_CACHE to a writable location",
+                     path.string(), std::strerror(err));
+  }
+  if (::fchmod(fd.get(), 0600) != 0) {
+    const int err = errno;
+    GMJIT_CACHE_FAIL(err, "fchmod", "cannot set mode 0600 on cache file {}: {}", path.string(),
+                     std::strerror(err));
+  }
+  detail::logger().info("created tuning cache {}", path.string());
+}
+
+Connection open_private(const fs::path& path) {
+  if (path.empty()) GMJIT_USAGE_FAIL("cache path is empty");
+  const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  create_directories_private(dir, path);
+  require_private(dir, NodeKind::directory);
+  create_file_private(path);
+  require_private(path, NodeKind::file);
+  for (const char* suffix : {"-wal", "-shm"}) {
+    fs::path companion = path;
+    companion += suffix;
+    struct stat st {};
+    if (::lstat(companion.c_str(), &st) == 0) require_private(companion, NodeKind::file);
+  }
+  if (::access(path.c_str(), R_OK | W_OK) != 0) {
+    const int err = errno;
+    GMJIT_CACHE_FAIL(
+        err, "access",
+        "cache file {} is not readable and writable by you: {}; fix with: chmod 600 {}",
+        path.string(), std::strerror(err), path.string());
+  }
+  return Connection(path);
+}
+
+void bind_trial(Statement& s, const TrialRecord& t) {
+  s.bind(3, t.config_json);
+  s.bind(4, t.status);
+  s.bind(5, t.median_ms);
+  s.bind(6, t.spread);
+  s.bind(7, t.repetitions);
+  s.bind(8, t.verify_error);
+  s.bind(9, t.compile_ms);
+  s.bind(10, t.registers);
+  s.bind(11, t.spill_bytes);
+  s.bind(12, t.shared_bytes);
+  s.bind(13, t.detail);
+}
+
+void require_json(const std::string& text, std::string_view what) {
+  if (!nlohmann::json::accept(text)) {
+    GMJIT_USAGE_FAIL("{} is not valid JSON: '{}'", what, text);
+  }
+}
+
+// Shapes compare as JSON values so that [256, ...] sorts before [1024, ...]; text that does not
+// parse sorts after, by its characters.
+struct WinnerOrder {
+  nlohmann::json shape;
+  bool parsed;
+};
+
+bool winner_less(const std::pair<WinnerOrder, WinnerRecord>& a,
+                 const std::pair<WinnerOrder, WinnerRecord>& b) {
+  const WinnerRecord& x = a.second;
+  const WinnerRecord& y = b.second;
+  if (x.kernel != y.kernel) return x.kernel < y.kernel;
+  if (x.dtype != y.dtype) return x.dtype < y.dtype;
+  if (a.first.parsed != b.first.parsed) return a.first.parsed;
+  if (a.first.parsed) {
+    if (a.first.shape < b.first.shape) return true;
+    if (b.first.shape < a.first.shape) return false;
+  }
+  return std::tie(x.shape_json, x.device_name, x.device_key, x.problem_key) <
+         std::tie(y.shape_json, y.device_name, y.device_key, y.problem_key);
+}
+
+#define GMJIT_WINNER_SELECT                                                                  \
+  "SELECT d.key, d.name, p.key, k.name, p.dtype, p.shape_json, t.config_json, t.median_ms, " \
+  "w.trial_count, w.tuned_at, w.library_version "                                            \
+  "FROM winners w "                                                                          \
+  "JOIN devices d ON d.id = w.device_id "                                                    \
+  "JOIN problems p ON p.id = w.problem_id "                                                  \
+  "JOIN kernels k ON k.id = p.kernel_id "                                                    \
+  "JOIN trials t ON t.id = w.trial_id "
+
+constexpr const char* kFindWinnerSql = GMJIT_WINNER_SELECT "WHERE d.key = ?1 AND p.key = ?2";
+constexpr const char* kWinnersSql = GMJIT_WINNER_SELECT "WHERE ?1 = '' OR k.name = ?1";
+#undef GMJIT_WINNER_SELECT
+
+WinnerRecord read_winner(const Query& q) {
+  WinnerRecord w;
+  w.device_key = q->column_text(0);
+  w.device_name = q->column_text(1);
+  w.problem_key = q->column_text(2);
+  w.kernel = q->column_text(3);
+  w.dtype = q->column_text(4);
+  w.shape_json = q->column_text(5);
+  w.config_json = q->column_text(6);
+  w.median_ms = q->column_double(7);
+  w.trial_count = q->column_int(8);
+  w.tuned_at = q->column_int64(9);
+  w.library_version = q->column_text(10);
+  return w;
+}
+
+}  // namespace
+
+fs::path default_path() {
+  if (const char* explicit_path = std::getenv("GMJIT_CACHE"); explicit_path && *explicit_path) {
+    return fs::path(explicit_path);
+  }
+  // The XDG Base Directory spec says a relative XDG_CACHE_HOME is invalid and must be ignored.
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg && fs::path(xdg).is_absolute()) {
+    return fs::path(xdg) / "gmjit" / "gmjit.db";
+  }
+  if (const char* home = std::getenv("HOME"); home && *home) {
+    return fs::path(home) / ".cache" / "gmjit" / "gmjit.db";
+  }
+  // Services often run without HOME; the password database still knows the home directory.
+  long size = ::sysconf(_SC_GETPW_R_SIZE_MAX);
+  std::string buffer(size > 0 ? static_cast<std::size_t>(size) : 16384, '\0');
+  struct passwd entry {};
+  struct passwd* found = nullptr;
+  if (::getpwuid_r(::geteuid(), &entry, buffer.data(), buffer.size(), &found) == 0 && found &&
+      found->pw_dir && *found->pw_dir) {
+    return fs::path(found->pw_dir) / ".cache" / "gmjit" / "gmjit.db";
+  }
+  GMJIT_CACHE_FAIL(0, "default_path",
+                   "cannot locate the tuning cache: none of GMJIT_CACHE, XDG_CACHE_HOME, HOME is "
+                   "set; set GMJIT_CACHE");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Connection
+
+Connection::Connection(const fs::path& path) {
+  sqlite3* db = nullptr;
+  const int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr);
+  db_ = db;  // owned from here on, even when the open failed
+  if (rc != SQLITE_OK) {
+    const std::string why = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    GMJIT_CACHE_FAIL(rc, "sqlite3_open_v2", "cannot open cache {}: {}", path.string(), why);
+  }
+  GMJIT_SQLITE(sqlite3_extended_result_codes(db_, 1));
+  // SQLite silently falls back to read-only when it cannot write; every later write would then
+  // fail with a less helpful message.
+  if (sqlite3_db_readonly(db_, "main") == 1) {
+    GMJIT_CACHE_FAIL(SQLITE_READONLY, "sqlite3_open_v2",
+                     "cache {} can only be opened read-only; fix with: chmod 600 {}", path.string(),
+                     path.string());
+  }
+  GMJIT_SQLITE(sqlite3_busy_timeout(db_, kBusyTimeoutMs));
+}
+
+Connection::Connection(Connection&& other) noexcept : db_(std::exchange(other.db_, nullptr)) {}
+
+Connection& Connection::operator=(Connection&& other) noexcept {
+  std::swap(db_, other.db_);
+  return *this;
+}
+
+Connection::~Connection() {
+  // close_v2 defers the close until the last statement is finalized, so destruction order
+  // between a connection and its statements cannot leak the handle.
+  if (db_ != nullptr) sqlite3_close_v2(db_);
+}
+
+void Connection::exec(const char* sql) {
+  char* raw_error = nullptr;
+  const int rc = sqlite3_exec(db_, sql, nullptr, nullptr, &raw_error);
+  const std::unique_ptr<char, decltype(&sqlite3_free)> error(raw_error, &sqlite3_free);
+  if (rc != SQLITE_OK) {
+    throw Error(ErrorKind::cache, rc,
+                fmt::format("{} ({})", error ? error.get() : sqlite3_errstr(rc), db_file(db_)), sql,
+                __FILE__, __LINE__);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Statement
+
+Statement::Statement(sqlite3* db, std::string_view sql) : db_(db) {
+  const int rc = sqlite3_prepare_v3(db, sql.data(), static_cast<int>(sql.size()),
+                                    SQLITE_PREPARE_PERSISTENT, &stmt_, nullptr);
+  if (rc != SQLITE_OK) {
+    throw Error(ErrorKind::cache, rc, fmt::format("{} ({})", sqlite3_errmsg(db), db_file(db)),
+                std::string(sql), __FILE__, __LINE__);
+  }
+}
+
+Statement::Statement(Statement&& other) noexcept
+    : db_(std::exchange(other.db_, nullptr)), stmt_(std::exchange(other.stmt_, nullptr)) {}
+
+Statement& Statement::operator=(Statement&& other) noexcept {
+  std::swap(db_, other.db_);
+  std::swap(stmt_, other.stmt_);
+  return *this;
+}
+
+Statement::~Statement() {
+  if (stmt_ != nullptr) sqlite3_finalize(stmt_);
+}
+
+void Statement::bind(int index, std::string_view value) {
+  GMJIT_SQLITE(
+      sqlite3_bind_text64(stmt_, index, value.data(), value.size(), SQLITE_TRANSIENT, SQLITE_UTF8));
+}
+
+void Statement::bind(int index, double value) {
+  GMJIT_SQLITE(sqlite3_bind_double(stmt_, index, value));
+}
+
+void Statement::bind(int index, std::int64_t value) {
+  GMJIT_SQLITE(sqlite3_bind_int64(stmt_, index, static_cast<sqlite3_int64>(value)));
+}
+
+void Statement::bind(int index, int value) { GMJIT_SQLITE(sqlite3_bind_int(stmt_, index, value)); }
+
+bool Statement::step() {
+  const int rc = sqlite3_step(stmt_);
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  throw Error(ErrorKind::cache, rc, fmt::format("{} ({})", sqlite3_errmsg(db_), db_file(db_)),
+              sqlite3_sql(stmt_), __FILE__, __LINE__);
+}
+
+std::string Statement::column_text(int index) const {
+  const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, index));
+  if (text == nullptr) return {};
+  return std::string(text, static_cast<std::size_t>(sqlite3_column_bytes(stmt_, index)));
+}
+
+double Statement::column_double(int index) const {
+  if (sqlite3_column_type(stmt_, index) == SQLITE_NULL) {
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+  return sqlite3_column_double(stmt_, index);
+}
+
+std::int64_t Statement::column_int64(int index) const { return sqlite3_column_int64(stmt_, index); }
+
+int Statement::column_int(int index) const { return sqlite3_column_int(stmt_, index); }
+
+void Statement::reset() noexcept {
+  sqlite3_reset(stmt_);
+  sqlite3_clear_bindings(stmt_);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Transaction
+
+// IMMEDIATE takes the write lock up front: a deferred transaction that upgrades later can fail
+// with SQLITE_BUSY without the busy timeout ever applying.
+Transaction::Transaction(Connection& connection) : connection_(connection) {
+  connection_.exec("BEGIN IMMEDIATE");
+}
+
+Transaction::~Transaction() {
+  sqlite3* db = connection_.handle();
+  // Some errors (SQLITE_FULL, SQLITE_IOERR, ...) already rolled back; then nothing is open.
+  if (committed_ || db == nullptr || sqlite3_get_autocommit(db) != 0) return;
+  const int rc = sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) {
+    detail::logger().warn("tuning cache {}: rollback failed: {}", db_file(db), sqlite3_errmsg(db));
+  }
+}
+
+void Transaction::commit() {
+  connection_.exec("COMMIT");
+  committed_ = true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Store
+
+Store::Store(const fs::path& path) : path_(path), connection_(open_private(path_)) {
+  connection_.exec("PRAGMA foreign_keys = ON");
+  // Before anything writes: switching to WAL rewrites the header, and a newer cache must stay
+  // byte-identical.
+  const int version = check_compatible();
+  {
+    const std::string mode = enable_wal();
+    if (mode != "wal") {
+      // Network file systems lack the shared memory WAL needs; the rollback journal still works.
+      detail::logger().warn(
+          "tuning cache {}: WAL unavailable (journal mode '{}'); concurrent "
+          "readers will block while a tuner writes",
+          path_.string(), mode);
+    }
+  }
+  // In WAL mode NORMAL loses at most the last transactions on power loss, never consistency; a
+  // cache can afford that.
+  connection_.exec("PRAGMA synchronous = NORMAL");
+  // Only an old schema takes the write lock, so opening a current cache never waits for a tuner.
+  if (version < kSchemaVersion) migrate();
+}
+
+Store::Store(Store&&) noexcept = default;
+Store& Store::operator=(Store&&) noexcept = default;
+Store::~Store() = default;
+
+const fs::path& Store::path() const { return path_; }
+
+std::string Store::enable_wal() {
+  {
+    Query q(statement("PRAGMA journal_mode"));
+    if (q->step() && q->column_text(0) == "wal") return "wal";
+  }
+  // Switching needs an exclusive lock, and SQLite returns SQLITE_BUSY at once instead of calling
+  // the busy handler when that could deadlock, e.g. while another process opens the same new
+  // cache. So wait here, as long as the busy timeout would have.
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
+  for (;;) {
+    try {
+      Query q(statement("PRAGMA journal_mode = WAL"));
+      return q->step() ? q->column_text(0) : std::string();
+    } catch (const Error& e) {
+      if ((e.code() & 0xff) != SQLITE_BUSY || std::chrono::steady_clock::now() > deadline) throw;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+Statement& Store::statement(const char* sql) {
+  auto it = statements_.find(sql);
+  if (it == statements_.end()) {
+    it = statements_.emplace(sql, Statement(connection_.handle(), sql)).first;
+  }
+  return it->second;
+}
+
+int Store::check_compatible() {
+  std::int64_t application_id = 0;
+  std::int64_t version = 0;
+  std::int64_t objects = 0;
+  try {
+    // One statement, so one snapshot: read separately, a concurrent first open could commit its
+    // migration in between and make a fresh gmjit cache look like a foreign database.
+    Query q(
+        statement("SELECT (SELECT application_id FROM pragma_application_id), "
+                  "(SELECT user_version FROM pragma_user_version), "
+                  "(SELECT count(*) FROM sqlite_master)"));
+    if (q->step()) {
+      application_id = q->column_int64(0);
+      version = q->column_int64(1);
+      objects = q->column_int64(2);
+    }
+  } catch (const Error& e) {
+    // The first read is where SQLite notices a file that is not a database at all.
+    GMJIT_CACHE_FAIL(e.code(), e.call(),
+                     "cannot read cache {}: {}; set GMJIT_CACHE to another path (or remove the "
+                     "file to start an empty cache)",
+                     path_.string(), sqlite3_errstr(e.code()));
+  }
+  if (application_id != kApplicationId && (application_id != 0 || objects != 0)) {
+    GMJIT_CACHE_FAIL(0, "PRAGMA application_id",
+                     "{} is a SQLite database but not a gmjit cache (application_id {}); set "
+                     "GMJIT_CACHE to another path",
+                     path_.string(), application_id);
+  }
+  if (version > kSchemaVersion) {
+    GMJIT_CACHE_FAIL(0, "PRAGMA user_version",
+                     "cache {} has schema version {}, newer than this library's {}; it was written "
+                     "by a newer libgmjit and is left untouched (upgrade libgmjit or set "
+                     "GMJIT_CACHE to another path)",
+                     path_.string(), version, kSchemaVersion);
+  }
+  return static_cast<int>(version);
+}
+
+void Store::migrate() {
+  Transaction tx(connection_);
+  // Read again under the write lock: another process may have migrated since the first look.
+  std::int64_t version = 0;
+  {
+    Query q(statement("PRAGMA user_version"));
+    version = single_integer(q);
+  }
+  if (version == kSchemaVersion) return;  // nothing written; the destructor ends the transaction
+  if (version > kSchemaVersion) {
+    GMJIT_CACHE_FAIL(0, "PRAGMA user_version",
+                     "cache {} has schema version {}, newer than this library's {}; it was written "
+                     "by a newer libgmjit and is left untouched (upgrade libgmjit or set "
+                     "GMJIT_CACHE to another path)",
+                     path_.string(), version, kSchemaVersion);
+  }
+  for (auto v = static_cast<std::size_t>(version); v < kMigrations.size(); ++v) {
+    connection_.exec(kMigrations[v]);
+  }
+  connection_.exec(fmt::format("PRAGMA user_version = {}", kSchemaVersion).c_str());
+  connection_.exec(fmt::format("PRAGMA application_id = {}", kApplicationId).c_str());
+  tx.commit();
+  detail::logger().debug("tuning cache {}: schema {} -> {}", path_.string(), version,
+                         kSchemaVersion);
+}
+
+void Store::record_tuning(const DeviceRecord& device, const ProblemRecord& problem,
+                          const std::vector<TrialRecord>& trials, std::optional<std::size_t> winner,
+                          const std::string& library_version) {
+  if (device.key.empty()) GMJIT_USAGE_FAIL("device key is empty");
+  if (problem.key.empty()) GMJIT_USAGE_FAIL("problem key is empty");
+  if (winner) {
+    if (*winner >= trials.size()) {
+      GMJIT_USAGE_FAIL("winner index {} is out of range ({} trials)", *winner, trials.size());
+    }
+    if (trials[*winner].status != "ok") {
+      GMJIT_USAGE_FAIL("winner trial {} has status '{}'; only an 'ok' trial can win", *winner,
+                       trials[*winner].status);
+    }
+  }
+  require_json(device.fingerprint_json, "device fingerprint_json");
+  require_json(problem.shape_json, "problem shape_json");
+  for (std::size_t i = 0; i < trials.size(); ++i) {
+    require_json(trials[i].config_json, fmt::format("config_json of trial {}", i));
+  }
+
+  const std::int64_t now = now_seconds();
+  Transaction tx(connection_);
+
+  std::int64_t device_id = 0;
+  {
+    Query q(
+        statement("INSERT INTO devices (key, name, arch, fingerprint_json, first_seen, last_seen) "
+                  "VALUES (?1, ?2, ?3, ?4, ?5, ?5) "
+                  "ON CONFLICT (key) DO UPDATE SET name = excluded.name, arch = excluded.arch, "
+                  "fingerprint_json = excluded.fingerprint_json, last_seen = excluded.last_seen "
+                  "RETURNING id"));
+    q->bind(1, device.key);
+    q->bind(2, device.name);
+    q->bind(3, device.arch);
+    q->bind(4, device.fingerprint_json);
+    q->bind(5, now);
+    device_id = single_integer(q);
+  }
+  std::int64_t kernel_id = 0;
+  {
+    // DO UPDATE rather than DO NOTHING: only then does RETURNING yield the existing row's id.
+    Query q(statement(
+        "INSERT INTO kernels (name, template_hash) VALUES (?1, ?2) "
+        "ON CONFLICT (name, template_hash) DO UPDATE SET name = excluded.name RETURNING id"));
+    q->bind(1, problem.kernel);
+    q->bind(2, problem.template_hash);
+    kernel_id = single_integer(q);
+  }
+  std::int64_t problem_id = 0;
+  {
+    Query q(statement(
+        "INSERT INTO problems (key, kernel_id, dtype, layout, shape_json) "
+        "VALUES (?1, ?2, ?3, ?4, ?5) "
+        "ON CONFLICT (key) DO UPDATE SET kernel_id = excluded.kernel_id, dtype = excluded.dtype, "
+        "layout = excluded.layout, shape_json = excluded.shape_json "
+        "RETURNING id"));
+    q->bind(1, problem.key);
+    q->bind(2, kernel_id);
+    q->bind(3, problem.dtype);
+    q->bind(4, problem.layout);
+    q->bind(5, problem.shape_json);
+    problem_id = single_integer(q);
+  }
+
+  std::int64_t winner_trial_id = 0;
+  for (std::size_t i = 0; i < trials.size(); ++i) {
+    Query q(statement(
+        "INSERT INTO trials (device_id, problem_id, config_json, status, median_ms, spread, "
+        "repetitions, verify_error, compile_ms, registers, spill_bytes, shared_bytes, detail, "
+        "tuned_at, library_version) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15) "
+        "RETURNING id"));
+    q->bind(1, device_id);
+    q->bind(2, problem_id);
+    bind_trial(*q, trials[i]);
+    q->bind(14, now);
+    q->bind(15, library_version);
+    try {
+      const std::int64_t id = single_integer(q);
+      if (winner && *winner == i) winner_trial_id = id;
+    } catch (const Error& e) {
+      throw Error(
+          e.kind(), e.code(),
+          fmt::format("trial {} (status '{}') rejected: {}", i, trials[i].status, e.message()),
+          e.call(), e.file(), e.line());
+    }
+  }
+
+  if (winner) {
+    Query q(
+        statement("INSERT INTO winners (device_id, problem_id, trial_id, trial_count, tuned_at, "
+                  "library_version) VALUES (?1, ?2, ?3, ?4, ?5, ?6) "
+                  "ON CONFLICT (device_id, problem_id) DO UPDATE SET trial_id = excluded.trial_id, "
+                  "trial_count = excluded.trial_count, tuned_at = excluded.tuned_at, "
+                  "library_version = excluded.library_version"));
+    q->bind(1, device_id);
+    q->bind(2, problem_id);
+    q->bind(3, winner_trial_id);
+    q->bind(4, static_cast<std::int64_t>(trials.size()));
+    q->bind(5, now);
+    q->bind(6, library_version);
+    while (q->step()) {
+    }
+  }
+  tx.commit();
+}
+
+std::optional<WinnerRecord> Store::find_winner(const std::string& device_key,
+                                               const std::string& problem_key) {
+  Query q(statement(kFindWinnerSql));
+  q->bind(1, device_key);
+  q->bind(2, problem_key);
+  if (!q->step()) return std::nullopt;
+  return read_winner(q);
+}
+
+std::vector<WinnerRecord> Store::winners(const std::string& kernel_filter) {
+  std::vector<std::pair<WinnerOrder, WinnerRecord>> rows;
+  {
+    Query q(statement(kWinnersSql));
+    q->bind(1, kernel_filter);
+    while (q->step()) {
+      WinnerRecord w = read_winner(q);
+      nlohmann::json shape = nlohmann::json::parse(w.shape_json, nullptr, false);
+      const bool parsed = !shape.is_discarded();
+      rows.emplace_back(WinnerOrder{std::move(shape), parsed}, std::move(w));
+    }
+  }
+  std::sort(rows.begin(), rows.end(), winner_less);
+  std::vector<WinnerRecord> result;
+  result.reserve(rows.size());
+  for (auto& row : rows) result.push_back(std::move(row.second));
+  return result;
+}
+
+std::vector<TrialRecord> Store::trials(const std::string& device_key,
+                                       const std::string& problem_key) {
+  Query q(statement(
+      "SELECT t.config_json, t.status, t.median_ms, t.spread, t.repetitions, t.verify_error, "
+      "t.compile_ms, t.registers, t.spill_bytes, t.shared_bytes, t.detail "
+      "FROM trials t "
+      "JOIN devices d ON d.id = t.device_id "
+      "JOIN problems p ON p.id = t.problem_id "
+      "WHERE d.key = ?1 AND p.key = ?2 ORDER BY t.id"));
+  q->bind(1, device_key);
+  q->bind(2, problem_key);
+  std::vector<TrialRecord> result;
+  while (q->step()) {
+    TrialRecord t;
+    t.config_json = q->column_text(0);
+    t.status = q->column_text(1);
+    t.median_ms = q->column_double(2);
+    t.spread = q->column_double(3);
+    t.repetitions = q->column_int(4);
+    t.verify_error = q->column_double(5);
+    t.compile_ms = q->column_double(6);
+    t.registers = q->column_int(7);
+    t.spill_bytes = q->column_int(8);
+    t.shared_bytes = q->column_int(9);
+    t.detail = q->column_text(10);
+    result.push_back(std::move(t));
+  }
+  return result;
+}
+
+}  // namespace gmjit::cache

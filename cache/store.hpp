@@ -1,0 +1,204 @@
+#pragma once
+/// @file store.hpp
+/// The tuning cache: one SQLite file holding devices, kernels, problems, every measured trial and
+/// the winning configuration of each (device, problem).
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+// Forward declarations keep sqlite3.h out of every file that includes this header.
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace gmjit::cache {
+
+/// Where the cache lives unless the caller names a file: $GMJIT_CACHE, else
+/// $XDG_CACHE_HOME/gmjit/gmjit.db, else $HOME/.cache/gmjit/gmjit.db (HOME taken from the
+/// password database when unset).
+/// @throws gmjit::Error (cache) when none of them gives a location.
+std::filesystem::path default_path();
+
+/// A device as identified by its fingerprint (see DESIGN.md, Keys).
+struct DeviceRecord {
+  std::string key;               ///< hash of the fingerprint; identifies the device
+  std::string name;              ///< e.g. "NVIDIA H200"
+  std::string arch;              ///< target arch used, e.g. "sm_90a"
+  std::string fingerprint_json;  ///< the whole fingerprint, as a JSON document
+};
+
+/// One problem: a kernel template instantiated for a dtype, layout and shape.
+struct ProblemRecord {
+  std::string key;  ///< hash of kernel + template hash + dtype + layout + shape
+  std::string kernel;
+  std::string template_hash;
+  std::string dtype;
+  std::string layout;
+  std::string shape_json;  ///< JSON document
+};
+
+/// One measured (or rejected) configuration.
+struct TrialRecord {
+  std::string config_json;  ///< JSON document
+  /// ok | compile_failed | invalid | launch_failed | crashed | timeout | wrong_result
+  std::string status;
+  double median_ms = 0;
+  double spread = 0;
+  int repetitions = 0;
+  double verify_error = 0;
+  double compile_ms = 0;
+  int registers = 0;
+  int spill_bytes = 0;
+  int shared_bytes = 0;
+  std::string detail;  ///< error text for failures
+};
+
+/// The best configuration known for a (device, problem).
+struct WinnerRecord {
+  std::string device_key;
+  std::string device_name;
+  std::string problem_key;
+  std::string kernel;
+  std::string dtype;
+  std::string shape_json;
+  std::string config_json;
+  double median_ms = 0;
+  int trial_count = 0;        ///< trials measured in the tuning run that chose this winner
+  std::int64_t tuned_at = 0;  ///< seconds since the Unix epoch
+  std::string library_version;
+};
+
+/// An open SQLite connection; closes on destruction.
+class Connection {
+ public:
+  /// Opens an existing file read-write; never creates one (the Store creates it with mode 0600).
+  /// @throws gmjit::Error (cache)
+  explicit Connection(const std::filesystem::path& path);
+  Connection(Connection&& other) noexcept;
+  Connection& operator=(Connection&& other) noexcept;
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+  ~Connection();
+
+  /// Runs one or more statements that return no rows the caller needs.
+  /// @throws gmjit::Error (cache)
+  void exec(const char* sql);
+  sqlite3* handle() const noexcept { return db_; }
+
+ private:
+  sqlite3* db_ = nullptr;
+};
+
+/// A prepared statement, reused across calls: reset() makes it ready for the next binding.
+class Statement {
+ public:
+  /// @throws gmjit::Error (cache) when the SQL does not compile
+  Statement(sqlite3* db, std::string_view sql);
+  Statement(Statement&& other) noexcept;
+  Statement& operator=(Statement&& other) noexcept;
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+  ~Statement();
+
+  /// Parameter indices start at 1, as in SQLite.
+  void bind(int index, std::string_view value);
+  void bind(int index, double value);  ///< NaN is stored as NULL and read back as NaN
+  void bind(int index, std::int64_t value);
+  void bind(int index, int value);
+
+  /// @return true when a row is available, false when the statement is done
+  /// @throws gmjit::Error (cache) on any other result
+  bool step();
+
+  std::string column_text(int index) const;
+  double column_double(int index) const;
+  std::int64_t column_int64(int index) const;
+  int column_int(int index) const;
+
+  /// Ends the current execution and clears all bindings; never throws (an error of the last
+  /// step has already been reported by step()).
+  void reset() noexcept;
+
+ private:
+  sqlite3* db_ = nullptr;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+/// BEGIN IMMEDIATE on construction; rolls back on destruction unless commit() succeeded.
+class Transaction {
+ public:
+  /// @throws gmjit::Error (cache), e.g. when another writer holds the lock past the busy timeout
+  explicit Transaction(Connection& connection);
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+  ~Transaction();
+
+  /// @throws gmjit::Error (cache); the destructor then rolls back
+  void commit();
+
+ private:
+  Connection& connection_;
+  bool committed_ = false;
+};
+
+/// The tuning cache. Several processes may share one file; one Store must not be used from
+/// several threads at once (open one per thread instead). Movable, not copyable.
+class Store {
+ public:
+  static constexpr int kSchemaVersion = 1;
+  /// PRAGMA application_id of every gmjit cache ("GMJT"); a file with another id is refused.
+  static constexpr std::int32_t kApplicationId = 0x474D4A54;
+
+  /// Opens the cache at `path`, creating it (and missing parent directories, mode 0700; the file
+  /// mode 0600) when absent, and migrating its schema to kSchemaVersion.
+  /// @throws gmjit::Error (cache) when the location cannot be created or written, when the file
+  ///   or its directory is owned by another user or writable by group or others, when the file is
+  ///   not a gmjit cache, or when its schema is newer than this library (the file is not touched).
+  explicit Store(const std::filesystem::path& path);
+  Store(Store&&) noexcept;
+  Store& operator=(Store&&) noexcept;
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+  ~Store();
+
+  /// In one transaction: upserts the device and the problem, appends every trial, and replaces
+  /// the winner of (device, problem) with trials[*winner] when winner is set. Nothing is written
+  /// if anything throws.
+  /// @throws gmjit::Error (usage) for a winner index out of range or a winner whose status is not
+  ///   "ok", or a field that must be JSON and is not; (cache) for anything SQLite rejects, such as
+  ///   an unknown trial status.
+  void record_tuning(const DeviceRecord& device, const ProblemRecord& problem,
+                     const std::vector<TrialRecord>& trials, std::optional<std::size_t> winner,
+                     const std::string& library_version);
+
+  /// The winner of (device, problem), if one was recorded.
+  std::optional<WinnerRecord> find_winner(const std::string& device_key,
+                                          const std::string& problem_key);
+
+  /// Every winner, or those of one kernel, ordered by kernel, dtype, shape (numerically where the
+  /// shapes are JSON numbers), then device.
+  std::vector<WinnerRecord> winners(const std::string& kernel_filter = {});
+
+  /// Every trial recorded for (device, problem), oldest first.
+  std::vector<TrialRecord> trials(const std::string& device_key, const std::string& problem_key);
+
+  const std::filesystem::path& path() const;
+
+ private:
+  Statement& statement(const char* sql);
+  int check_compatible();    // returns the file's schema version
+  std::string enable_wal();  // returns the journal mode in effect
+  void migrate();
+
+  std::filesystem::path path_;
+  // Declared before the statements so that they are finalized before the connection closes.
+  Connection connection_;
+  std::unordered_map<std::string, Statement> statements_;
+};
+
+}  // namespace gmjit::cache

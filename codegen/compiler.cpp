@@ -1,0 +1,221 @@
+#include "codegen/compiler.hpp"
+
+#include <nvrtc.h>
+#define XXH_INLINE_ALL
+#include <fmt/format.h>
+#include <xxhash.h>
+
+#include <chrono>
+#include <cstring>
+#include <regex>
+
+#include "codegen/toolkit.hpp"
+#include "lib/core/check.hpp"
+#include "lib/core/log.hpp"
+
+#define GMJIT_NVRTC(expr) GMJIT_CHECK_GEN(::gmjit::ErrorKind::nvrtc, expr, NVRTC_SUCCESS, nvrtcGetErrorString)
+
+namespace gmjit::codegen {
+namespace {
+
+// Bumped whenever what the key covers changes meaning, so old binaries stop matching.
+constexpr const char* kCompileKeySchema = "gmjit-compile-key-1";
+
+std::string file_name_for(const std::string& kernel, const std::string& dtype, const Config& config) {
+  std::string name = kernel + "_" + dtype;
+  for (const auto& [key, value] : config) name += fmt::format("_{}{}", key, value);
+  return name + ".cu";
+}
+
+class Program {
+ public:
+  explicit Program(const GeneratedSource& source) : headers_(templates::all_headers()) {
+    std::vector<const char*> names;
+    std::vector<const char*> contents;
+    for (const auto& [name, content] : headers_) {
+      names.push_back(name.c_str());
+      contents.push_back(content.c_str());
+    }
+    GMJIT_NVRTC(nvrtcCreateProgram(&program_, source.source.c_str(), source.file_name.c_str(),
+                                   static_cast<int>(names.size()), contents.data(), names.data()));
+  }
+  ~Program() { nvrtcDestroyProgram(&program_); }
+  Program(const Program&) = delete;
+  Program& operator=(const Program&) = delete;
+  nvrtcProgram get() const { return program_; }
+
+  std::string log() const {
+    size_t size = 0;
+    GMJIT_NVRTC(nvrtcGetProgramLogSize(program_, &size));
+    std::string text(size, '\0');
+    GMJIT_NVRTC(nvrtcGetProgramLog(program_, text.data()));
+    while (!text.empty() && (text.back() == '\0' || text.back() == '\n')) text.pop_back();
+    return text;
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::string>> headers_;
+  nvrtcProgram program_ = nullptr;
+};
+
+std::shared_ptr<const CompiledModule> run_nvrtc(const GeneratedSource& source, const std::string& arch,
+                                                std::string key) {
+  const auto started = std::chrono::steady_clock::now();
+  auto module = std::make_shared<CompiledModule>();
+  module->source = source;
+  module->arch = arch;
+  module->options = canonical_options(arch);
+  module->compile_key = std::move(key);
+
+  Program program(source);
+  GMJIT_NVRTC(nvrtcAddNameExpression(program.get(), source.name_expression.c_str()));
+  std::vector<const char*> options;
+  for (const auto& option : module->options) options.push_back(option.c_str());
+  const nvrtcResult result = nvrtcCompileProgram(program.get(), static_cast<int>(options.size()), options.data());
+  module->log = program.log();
+  if (result != NVRTC_SUCCESS) {
+    throw Error(ErrorKind::compile, result,
+                fmt::format("{} failed to compile ({}): {}", source.name_expression, nvrtcGetErrorString(result),
+                            module->log.substr(0, module->log.find('\n'))),
+                "nvrtcCompileProgram", __FILE__, __LINE__, module->log, module->options);
+  }
+  const char* lowered = nullptr;
+  GMJIT_NVRTC(nvrtcGetLoweredName(program.get(), source.name_expression.c_str(), &lowered));
+  module->lowered_name = lowered;
+  size_t size = 0;
+  GMJIT_NVRTC(nvrtcGetPTXSize(program.get(), &size));
+  module->ptx.resize(size);
+  GMJIT_NVRTC(nvrtcGetPTX(program.get(), module->ptx.data()));
+  while (!module->ptx.empty() && module->ptx.back() == '\0') module->ptx.pop_back();
+  GMJIT_NVRTC(nvrtcGetCUBINSize(program.get(), &size));
+  module->cubin.resize(size);
+  GMJIT_NVRTC(nvrtcGetCUBIN(program.get(), module->cubin.data()));
+  module->resources = parse_ptxas_report(module->log, module->lowered_name);
+  module->compile_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+  detail::logger().debug("compiled {} for {} in {:.1f} ms ({} registers, {} B spilled)", source.name_expression, arch,
+                         module->compile_ms, module->resources.registers, module->resources.spill_store_bytes);
+  return module;
+}
+
+}  // namespace
+
+GeneratedSource specialize(const templates::KernelDescriptor& kernel, const Shape& shape, const std::string& dtype,
+                           const Config& config) {
+  GeneratedSource out;
+  out.kernel = kernel.name;
+  out.dtype = dtype;
+  out.shape = shape;
+  out.config = config;
+  out.header = kernel.header;
+  out.name_expression = kernel.name_expression(config, shape, templates::dtype_info(dtype));
+  out.file_name = file_name_for(kernel.name, dtype, config);
+  out.source = fmt::format(
+      "// gmjit: {} {} config {{{}}} problem {{{}}}\n"
+      "// instantiated through the NVRTC name expression: {}\n"
+      "#include \"{}\"\n",
+      kernel.name, dtype, format_assignments(config), format_assignments(shape), out.name_expression, kernel.header);
+  return out;
+}
+
+GeneratedSource specialize_reference(const templates::KernelDescriptor& kernel, const Shape& shape,
+                                     const std::string& dtype) {
+  GeneratedSource out;
+  out.kernel = kernel.name + ".reference";
+  out.dtype = dtype;
+  out.shape = shape;
+  out.header = templates::kReferenceHeader;
+  out.name_expression = kernel.reference_expression(templates::dtype_info(dtype));
+  out.file_name = kernel.name + "_" + dtype + "_reference.cu";
+  out.source = fmt::format("// gmjit: reference for {} {}\n#include \"{}\"\n", kernel.name, dtype, out.header);
+  return out;
+}
+
+std::vector<std::string> canonical_options(const std::string& arch) {
+  return {"-arch=" + arch, "-std=c++17", "-lineinfo", "-Xptxas=-v", "-I" + cuda_include_dir()};
+}
+
+std::string compile_key(const GeneratedSource& source, const std::string& arch) {
+  XXH3_state_t state;
+  XXH3_128bits_reset(&state);
+  auto feed = [&](const std::string& part) { XXH3_128bits_update(&state, part.c_str(), part.size() + 1); };
+  feed(kCompileKeySchema);
+  feed(source.source);
+  feed(source.name_expression);
+  for (const auto& header : templates::reachable_headers(source.header)) {
+    feed(header);
+    feed(templates::find_header(header).value_or(""));
+  }
+  for (const auto& option : canonical_options(arch)) feed(option);
+  const auto& nvrtc = nvrtc_identity();
+  feed(fmt::format("nvrtc {}.{} {}", nvrtc.major, nvrtc.minor, nvrtc.build_id));
+  feed(arch);
+  const XXH128_hash_t hash = XXH3_128bits_digest(&state);
+  return fmt::format("{:016x}{:016x}", hash.high64, hash.low64);
+}
+
+ResourceUsage parse_ptxas_report(const std::string& log, const std::string& lowered_name) {
+  ResourceUsage usage;
+  // ptxas prints a "Function properties for NAME" block, then "Used N registers" for it.
+  const size_t at = log.find("Function properties for " + lowered_name);
+  if (at == std::string::npos) return usage;
+  const size_t next = log.find("Function properties for ", at + 1);
+  const std::string block = log.substr(at, next == std::string::npos ? std::string::npos : next - at);
+  std::smatch m;
+  auto number = [&](const std::regex& re, int& out) {
+    if (std::regex_search(block, m, re)) out = std::stoi(m[1].str());
+  };
+  number(std::regex(R"((\d+) bytes stack frame)"), usage.stack_bytes);
+  number(std::regex(R"((\d+) bytes spill stores)"), usage.spill_store_bytes);
+  number(std::regex(R"((\d+) bytes spill loads)"), usage.spill_load_bytes);
+  number(std::regex(R"(Used (\d+) registers)"), usage.registers);
+  number(std::regex(R"(used (\d+) barriers)"), usage.barriers);
+  number(std::regex(R"((\d+) bytes smem)"), usage.shared_bytes);
+  number(std::regex(R"((\d+) bytes cmem\[0\])"), usage.constant_bytes);
+  return usage;
+}
+
+Compiler::Result Compiler::compile(const GeneratedSource& source, const std::string& arch) {
+  const std::string key = compile_key(source, arch);
+  std::promise<std::shared_ptr<const CompiledModule>> promise;
+  std::shared_future<std::shared_ptr<const CompiledModule>> pending;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = modules_.find(key); it != modules_.end()) {
+      pending = it->second;
+    } else {
+      modules_.emplace(key, promise.get_future().share());
+    }
+  }
+  if (pending.valid()) return {pending.get(), true};
+  try {
+    auto module = run_nvrtc(source, arch, key);
+    promise.set_value(module);
+    return {std::move(module), false};
+  } catch (...) {
+    // Waiting callers get this error; later callers compile again rather than inherit it.
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      modules_.erase(key);
+    }
+    promise.set_exception(std::current_exception());
+    throw;
+  }
+}
+
+void Compiler::clear() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  modules_.clear();
+}
+
+std::size_t Compiler::size() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return modules_.size();
+}
+
+Compiler& shared_compiler() {
+  static Compiler compiler;
+  return compiler;
+}
+
+}  // namespace gmjit::codegen

@@ -1,0 +1,82 @@
+#pragma once
+// The JIT pipeline's stages, one type each so each can be tested and cached alone:
+// descriptor + problem + config -> GeneratedSource -> (NVRTC) -> CompiledModule.
+
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "gmjit/types.hpp"
+#include "templates/registry.hpp"
+
+namespace gmjit::codegen {
+
+// A translation unit of a few lines: the template's include, plus the name expression NVRTC
+// instantiates and lowers.
+struct GeneratedSource {
+  std::string kernel;
+  std::string dtype;
+  Shape shape;
+  Config config;
+  std::string header;
+  std::string name_expression;
+  std::string file_name;  // e.g. sgemm_bm128_bn128_....cu, for logs and dumps
+  std::string source;
+};
+
+// `config` must be valid (templates::resolve_config / valid_configs).
+GeneratedSource specialize(const templates::KernelDescriptor& kernel, const Shape& shape, const std::string& dtype,
+                           const Config& config);
+// The reference kernel of the same problem.
+GeneratedSource specialize_reference(const templates::KernelDescriptor& kernel, const Shape& shape,
+                                     const std::string& dtype);
+
+struct CompiledModule {
+  GeneratedSource source;
+  std::string arch;
+  std::vector<std::string> options;
+  std::string compile_key;
+  std::string lowered_name;
+  std::string ptx;
+  std::vector<char> cubin;
+  std::string log;
+  ResourceUsage resources;
+  double compile_ms = 0;
+};
+
+// The option list every compile uses, in order; part of the compile key.
+std::vector<std::string> canonical_options(const std::string& arch);
+
+// Hash of what decides the machine code: generated source, name expression, the bytes of
+// every project header the compile can reach, options, NVRTC version and build, arch and the
+// key's own schema version.
+std::string compile_key(const GeneratedSource& source, const std::string& arch);
+
+// Reads ptxas's -v report for one entry point out of an NVRTC log.
+ResourceUsage parse_ptxas_report(const std::string& log, const std::string& lowered_name);
+
+// Compiles with NVRTC; thread-safe. A repeated compile of the same key is served from memory
+// (concurrent requests for one key compile once).
+class Compiler {
+ public:
+  struct Result {
+    std::shared_ptr<const CompiledModule> module;
+    bool memory_hit = false;
+  };
+  // Throws Error(compile) with NVRTC's whole log and the options when compilation fails.
+  Result compile(const GeneratedSource& source, const std::string& arch);
+  void clear();
+  std::size_t size() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::string, std::shared_future<std::shared_ptr<const CompiledModule>>> modules_;
+};
+
+// The process-wide compiler the library facade uses.
+Compiler& shared_compiler();
+
+}  // namespace gmjit::codegen

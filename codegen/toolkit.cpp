@@ -1,0 +1,159 @@
+#include "codegen/toolkit.hpp"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
+#include <nvrtc.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "gmjit/error.hpp"
+
+namespace gmjit::codegen {
+namespace fs = std::filesystem;
+
+const std::string& cuda_include_dir() {
+  static const std::string dir = [] {
+    std::vector<std::string> tried;
+    for (const char* var : {"CUDA_HOME", "CUDA_PATH"}) {
+      if (const char* value = std::getenv(var); value != nullptr && *value != '\0') {
+        tried.push_back(fmt::format("${}={}", var, value));
+        const fs::path include = fs::path(value) / "include";
+        if (fs::exists(include / "cuda_fp16.h")) return include.string();
+      }
+    }
+    tried.emplace_back("/usr/local/cuda");
+    if (fs::exists("/usr/local/cuda/include/cuda_fp16.h")) return std::string("/usr/local/cuda/include");
+    throw Error(ErrorKind::compile, 0,
+                fmt::format("no CUDA toolkit headers found (tried {}); set CUDA_HOME to the toolkit",
+                            fmt::join(tried, ", ")));
+  }();
+  return dir;
+}
+
+namespace {
+
+struct BuildIdSearch {
+  void* symbol;
+  std::string path;
+  std::string build_id;
+};
+
+int find_build_id(dl_phdr_info* info, size_t, void* data) {
+  auto* search = static_cast<BuildIdSearch*>(data);
+  const auto symbol = reinterpret_cast<ElfW(Addr)>(search->symbol);
+  bool contains = false;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const auto& ph = info->dlpi_phdr[i];
+    const ElfW(Addr) start = info->dlpi_addr + ph.p_vaddr;
+    if (ph.p_type == PT_LOAD && symbol >= start && symbol < start + ph.p_memsz) contains = true;
+  }
+  if (!contains) return 0;
+  search->path = info->dlpi_name;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const auto& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_NOTE) continue;
+    const auto* cursor = reinterpret_cast<const unsigned char*>(info->dlpi_addr + ph.p_vaddr);
+    const auto* end = cursor + ph.p_memsz;
+    while (cursor + sizeof(ElfW(Nhdr)) <= end) {
+      const auto* note = reinterpret_cast<const ElfW(Nhdr)*>(cursor);
+      const auto* name = cursor + sizeof(ElfW(Nhdr));
+      const auto* desc = name + ((note->n_namesz + 3) & ~3u);
+      if (note->n_type == NT_GNU_BUILD_ID) {
+        for (unsigned j = 0; j < note->n_descsz; ++j) search->build_id += fmt::format("{:02x}", desc[j]);
+        return 1;
+      }
+      cursor = desc + ((note->n_descsz + 3) & ~3u);
+    }
+  }
+  return 1;
+}
+
+}  // namespace
+
+const NvrtcIdentity& nvrtc_identity() {
+  static const NvrtcIdentity identity = [] {
+    NvrtcIdentity id;
+    nvrtcVersion(&id.major, &id.minor);
+    BuildIdSearch search{reinterpret_cast<void*>(&nvrtcVersion), {}, {}};
+    dl_iterate_phdr(find_build_id, &search);
+    id.library_path = search.path;
+    // Without a build-id (a stripped or static NVRTC) the library's size still tells builds apart.
+    id.build_id = !search.build_id.empty() ? search.build_id
+                  : !search.path.empty() && fs::exists(search.path)
+                      ? fmt::format("size-{}", fs::file_size(search.path))
+                      : "unknown";
+    return id;
+  }();
+  return identity;
+}
+
+std::optional<std::vector<std::string>> disassembler_command() {
+  std::vector<fs::path> dirs;
+  if (const char* path = std::getenv("PATH")) {
+    std::string all = path;
+    for (size_t start = 0, colon; start <= all.size(); start = colon + 1) {
+      colon = all.find(':', start);
+      dirs.emplace_back(all.substr(start, colon == std::string::npos ? std::string::npos : colon - start));
+      if (colon == std::string::npos) break;
+    }
+  }
+  try {
+    dirs.push_back(fs::path(cuda_include_dir()).parent_path() / "bin");
+  } catch (const Error&) {
+  }
+  for (const auto& [tool, args] : {std::pair<const char*, std::vector<std::string>>{"nvdisasm", {"-c", "-g"}},
+                                   {"cuobjdump", {"-sass"}}}) {
+    for (const auto& dir : dirs) {
+      const fs::path candidate = dir / tool;
+      if (!dir.empty() && access(candidate.c_str(), X_OK) == 0) {
+        std::vector<std::string> command{candidate.string()};
+        command.insert(command.end(), args.begin(), args.end());
+        return command;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> disassemble(const std::vector<char>& cubin, std::string& why_not) {
+  const auto command = disassembler_command();
+  if (!command) {
+    why_not = "no nvdisasm or cuobjdump on PATH or in the CUDA toolkit; SASS not written";
+    return std::nullopt;
+  }
+  char cubin_path[] = "/tmp/gmjit-disasm-XXXXXX";
+  const int fd = mkstemp(cubin_path);
+  if (fd < 0) {
+    why_not = "cannot create a temporary file for the disassembler";
+    return std::nullopt;
+  }
+  close(fd);
+  { std::ofstream(cubin_path, std::ios::binary).write(cubin.data(), static_cast<std::streamsize>(cubin.size())); }
+  std::string line = "'" + fmt::format("{}", fmt::join(*command, "' '")) + "' '" + cubin_path + "' 2>&1";
+  std::string output;
+  FILE* pipe = popen(line.c_str(), "r");
+  int status = -1;
+  if (pipe != nullptr) {
+    std::array<char, 4096> buffer{};
+    size_t n = 0;
+    while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) output.append(buffer.data(), n);
+    status = pclose(pipe);
+  }
+  fs::remove(cubin_path);
+  if (status != 0) {
+    why_not = fmt::format("{} failed: {}", (*command)[0], output.substr(0, output.find('\n')));
+    return std::nullopt;
+  }
+  return output;
+}
+
+}  // namespace gmjit::codegen

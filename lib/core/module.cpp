@@ -1,0 +1,89 @@
+#include "lib/core/module.hpp"
+
+#include <fmt/format.h>
+
+namespace gmjit::detail {
+
+Kernel::Kernel(CUfunction function, std::string lowered_name)
+    : function_(function), lowered_name_(std::move(lowered_name)) {
+  const auto& api = driver();
+  auto attribute = [&](CUfunction_attribute which) {
+    int value = 0;
+    GMJIT_CU(api.cuFuncGetAttribute(&value, which, function_));
+    return value;
+  };
+  attributes_.registers = attribute(CU_FUNC_ATTRIBUTE_NUM_REGS);
+  attributes_.static_shared_bytes = attribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES);
+  attributes_.local_bytes = attribute(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES);
+  attributes_.const_bytes = attribute(CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES);
+  attributes_.max_threads_per_block = attribute(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+  attributes_.binary_version = attribute(CU_FUNC_ATTRIBUTE_BINARY_VERSION);
+}
+
+void Kernel::reserve_dynamic_shared(unsigned bytes) {
+  if (bytes <= reserved_dynamic_shared_) return;
+  const auto& api = driver();
+  CUdevice device = 0;
+  int optin = 0;
+  GMJIT_CU(api.cuCtxGetDevice(&device));
+  GMJIT_CU(api.cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, device));
+  const long long total = static_cast<long long>(bytes) + attributes_.static_shared_bytes;
+  if (total > optin) {
+    throw Error(ErrorKind::device_limit, 0,
+                fmt::format("{}: {} bytes of shared memory per block ({} static + {} dynamic) exceed the "
+                            "device's opt-in limit of {}",
+                            lowered_name_, total, attributes_.static_shared_bytes, bytes, optin));
+  }
+  if (bytes > 48 * 1024) {
+    GMJIT_CU(api.cuFuncSetAttribute(function_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                    static_cast<int>(bytes)));
+  }
+  reserved_dynamic_shared_ = bytes;
+}
+
+Module::Module(const std::vector<char>& image) {
+  GMJIT_CU(driver().cuModuleLoadData(&module_, image.data()));
+}
+
+Module::~Module() {
+  if (module_ != nullptr) driver().cuModuleUnload(module_);
+}
+
+Kernel Module::kernel(const std::string& lowered_name) const {
+  CUfunction function = nullptr;
+  const CUresult result = driver().cuModuleGetFunction(&function, module_, lowered_name.c_str());
+  if (result != CUDA_SUCCESS) {
+    throw Error(ErrorKind::driver, result, cu_error_string(result) + ": no kernel '" + lowered_name + "' in module",
+                "cuModuleGetFunction", __FILE__, __LINE__);
+  }
+  return Kernel(function, lowered_name);
+}
+
+void** KernelArgs::pointers() {
+  pointers_.clear();
+  for (auto& slot : slots_) pointers_.push_back(slot.bytes);
+  return pointers_.data();
+}
+
+void launch(Kernel& kernel, const LaunchGeometry& geometry, KernelArgs& args, CUstream stream) {
+  const auto threads = geometry.threads_per_block();
+  const auto limit = static_cast<std::uint64_t>(kernel.attributes().max_threads_per_block);
+  if (threads == 0 || threads > limit) {
+    throw Error(ErrorKind::device_limit, 0,
+                fmt::format("{}: {} threads per block, the compiled kernel allows 1..{} (registers: {})",
+                            kernel.lowered_name(), threads, limit, kernel.attributes().registers));
+  }
+  if (geometry.grid[0] == 0 || geometry.grid[1] == 0 || geometry.grid[2] == 0) {
+    throw Error(ErrorKind::launch, 0, kernel.lowered_name() + ": empty grid");
+  }
+  kernel.reserve_dynamic_shared(geometry.dynamic_shared_bytes);
+  const CUresult result = driver().cuLaunchKernel(
+      kernel.get(), geometry.grid[0], geometry.grid[1], geometry.grid[2], geometry.block[0], geometry.block[1],
+      geometry.block[2], geometry.dynamic_shared_bytes, stream, args.pointers(), nullptr);
+  if (result != CUDA_SUCCESS) {
+    throw Error(ErrorKind::launch, result, cu_error_string(result) + " launching " + kernel.lowered_name(),
+                "cuLaunchKernel", __FILE__, __LINE__);
+  }
+}
+
+}  // namespace gmjit::detail

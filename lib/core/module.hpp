@@ -1,0 +1,89 @@
+#pragma once
+// Loaded code: a module from a cubin, a kernel in it by its lowered name, its attributes, and a
+// typed launch on a stream.
+
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "gmjit/types.hpp"
+#include "lib/core/driver.hpp"
+
+namespace gmjit::detail {
+
+struct KernelAttributes {
+  int registers = 0;
+  int static_shared_bytes = 0;
+  int local_bytes = 0;
+  int const_bytes = 0;
+  int max_threads_per_block = 0;
+  int binary_version = 0;  // the SASS target, e.g. 90
+};
+
+class Kernel {
+ public:
+  Kernel(CUfunction function, std::string lowered_name);
+
+  CUfunction get() const { return function_; }
+  const std::string& lowered_name() const { return lowered_name_; }
+  const KernelAttributes& attributes() const { return attributes_; }
+
+  // Kernels may use more than 48 KiB of dynamic shared memory only after opting in; throws
+  // Error(device_limit) when static + dynamic exceeds what the device allows.
+  void reserve_dynamic_shared(unsigned bytes);
+
+ private:
+  CUfunction function_;
+  std::string lowered_name_;
+  KernelAttributes attributes_;
+  unsigned reserved_dynamic_shared_ = 0;
+};
+
+class Module {
+ public:
+  // `image` is a cubin (or PTX text, which the driver then compiles).
+  explicit Module(const std::vector<char>& image);
+  ~Module();
+  Module(Module&& other) noexcept : module_(std::exchange(other.module_, nullptr)) {}
+  Module& operator=(Module&&) = delete;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // Throws Error(driver) naming the kernel when the module has no such function.
+  Kernel kernel(const std::string& lowered_name) const;
+
+ private:
+  CUmodule module_ = nullptr;
+};
+
+// Kernel arguments by value, in order, each kept in its own aligned slot so cuLaunchKernel can
+// read it through a pointer.
+class KernelArgs {
+ public:
+  template <typename T>
+  KernelArgs& add(const T& value) {
+    static_assert(std::is_trivially_copyable_v<T>, "kernel arguments are copied bytewise");
+    static_assert(sizeof(T) <= sizeof(Slot) && alignof(T) <= alignof(Slot), "argument too large");
+    Slot slot{};
+    std::memcpy(slot.bytes, &value, sizeof(T));
+    slots_.push_back(slot);
+    return *this;
+  }
+  std::size_t size() const { return slots_.size(); }
+  void** pointers();
+
+ private:
+  struct alignas(16) Slot {
+    unsigned char bytes[16];
+  };
+  std::vector<Slot> slots_;
+  std::vector<void*> pointers_;
+};
+
+// Checks the geometry against the kernel's limits (Error(device_limit)), then launches
+// asynchronously; launch failures surface as Error(launch).
+void launch(Kernel& kernel, const LaunchGeometry& geometry, KernelArgs& args, CUstream stream);
+
+}  // namespace gmjit::detail

@@ -1,0 +1,303 @@
+#pragma once
+// CUDA-core fp32 GEMM with 2-D register blocking (the SGEMM_CUDA kernel 6/7 design): a block
+// computes a kBM x kBN tile of C, each thread a kTM x kTN sub-tile held in registers, fed from
+// shared-memory tiles of A (stored transposed) and B through float4 reads.
+//
+// Shared memory holds kStages stages of [A^T: kBK x (kBM + kAPad)][B: kBK x kBN] floats, with
+// kStages = 2 when two stages fit in 48 KiB and 1 otherwise. The next k-tile's global loads are
+// issued into registers before the current tile is computed, so their latency hides behind the
+// FMAs either way; two stages also save one __syncthreads per k-tile.
+
+namespace gmjit {
+namespace sgemm_detail {
+
+// Keeps the rows of A^T 16-byte aligned for float4 reads while shifting consecutive rows by four
+// banks, which makes the transposing scalar stores of A conflict-free (see a_* mapping below).
+// Enumerators rather than constexpr variables (here and below): NVRTC emits namespace-scope and
+// static member constants as device globals.
+enum : int { kAPad = 4, kSmemLimitBytes = 48 * 1024 };
+
+__host__ __device__ constexpr int stage_floats(int bm, int bn, int bk) {
+  return bk * (bm + kAPad + bn);
+}
+
+__host__ __device__ constexpr int stages(int bm, int bn, int bk) {
+  return 2 * stage_floats(bm, bn, bk) * static_cast<int>(sizeof(float)) <= kSmemLimitBytes ? 2 : 1;
+}
+
+__host__ __device__ constexpr int smem_bytes(int bm, int bn, int bk) {
+  return stages(bm, bn, bk) * stage_floats(bm, bn, bk) * static_cast<int>(sizeof(float));
+}
+
+__host__ __device__ constexpr bool is_pow2(int x) { return x > 0 && (x & (x - 1)) == 0; }
+
+// Splits access index v = tid + pass * kStride (0 <= tid < kStride) into v / kDiv and v % kDiv as
+// a per-thread base plus a per-pass constant. Block sizes and tile extents are powers of two, so
+// one of kStride, kDiv divides the other and no per-pass division or register is needed.
+template <int kStride, int kDiv>
+struct PassSplit {
+  static_assert(kStride % kDiv == 0 || kDiv % kStride == 0, "PassSplit: strides must nest");
+  enum : bool { kWhole = kStride % kDiv == 0 };
+  __device__ __forceinline__ static int div_base(int tid) { return kWhole ? tid / kDiv : 0; }
+  __device__ __forceinline__ static int mod_base(int tid) { return kWhole ? tid % kDiv : tid; }
+  __host__ __device__ static constexpr int div_step(int pass) {
+    return kWhole ? pass * (kStride / kDiv) : pass * kStride / kDiv;
+  }
+  __host__ __device__ static constexpr int mod_step(int pass) {
+    return kWhole ? 0 : pass * kStride % kDiv;
+  }
+};
+
+}  // namespace sgemm_detail
+
+// C (MxN) = A (MxK) * B (KxN), all row-major fp32, fp32 accumulation. Block = (kBM/kTM)*(kBN/kTN)
+// threads, 1-D threadIdx.x. Grid: x = ceil(N / kBN), y = ceil(M / kBM). Static shared memory only.
+// kVecLoads: the caller guarantees K % 4 == 0, N % 4 == 0 and 16-byte aligned A, B, C.
+// kEvenTiles: the caller guarantees M % kBM == 0, N % kBN == 0, K % kBK == 0.
+// Always: kBM * K and kBK * N below 2^31 (in-tile offsets are 32-bit).
+template <int kBM, int kBN, int kBK, int kTM, int kTN, bool kVecLoads, bool kEvenTiles>
+__global__ void __launch_bounds__((kBM / kTM) * (kBN / kTN))
+    sgemm(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, int M,
+          int N, int K) {
+  using namespace sgemm_detail;
+
+  static_assert(kBM == 32 || kBM == 64 || kBM == 128, "sgemm: kBM must be 32, 64 or 128");
+  static_assert(kBN == 32 || kBN == 64 || kBN == 128, "sgemm: kBN must be 32, 64 or 128");
+  static_assert(kBK == 8 || kBK == 16 || kBK == 32, "sgemm: kBK must be 8, 16 or 32");
+  static_assert(kTM == 4 || kTM == 8, "sgemm: kTM must be 4 or 8");
+  static_assert(kTN == 4 || kTN == 8, "sgemm: kTN must be 4 or 8");
+
+  constexpr int kThreadsN = kBN / kTN;
+  constexpr int kThreadsM = kBM / kTM;
+  constexpr int kThreads = kThreadsM * kThreadsN;
+  static_assert(kThreads >= 32 && kThreads <= 1024,
+                "sgemm: (kBM/kTM)*(kBN/kTN) must be in [32, 1024]");
+  static_assert(is_pow2(kThreads), "sgemm: the load mappings assume a power-of-two block");
+
+  // A thread's kTM x kTN sub-tile is split into 4 x 4 pieces spaced kMSpan rows and kNSpan columns
+  // apart, so that a warp's float4 shared-memory reads and float4 stores of C are contiguous.
+  constexpr int kMSpan = kThreadsM * 4;
+  constexpr int kNSpan = kThreadsN * 4;
+
+  constexpr int kW = kVecLoads ? 4 : 1;  // floats per global access
+  constexpr int kAStride = kBM + kAPad;
+  constexpr int kStages = stages(kBM, kBN, kBK);
+  constexpr int kStageFloats = stage_floats(kBM, kBN, kBK);
+  static_assert(smem_bytes(kBM, kBN, kBK) <= kSmemLimitBytes, "sgemm: shared memory over 48 KiB");
+
+  // A tile: consecutive threads cover 8 consecutive k (one 32-byte sector) of a row, then the next
+  // rows. Stored transposed with the padded stride, a warp's 32 scalar stores then hit 32 banks.
+  constexpr int kARun = 8 / kW;
+  constexpr int kARowStep = kThreads / kARun;
+  constexpr int kAAccesses = kBM * kBK / kW;
+  constexpr int kAPasses = (kAAccesses + kThreads - 1) / kThreads;
+  // B tile: plain row-major copy, consecutive threads along n.
+  constexpr int kBRow = kBN / kW;
+  constexpr int kBAccesses = kBK * kBN / kW;
+  constexpr int kBPasses = (kBAccesses + kThreads - 1) / kThreads;
+  // Powers of two: either the accesses split evenly or there is a single, partial pass.
+  static_assert(kAAccesses % kThreads == 0 || kAPasses == 1, "sgemm: uneven A passes");
+  static_assert(kBAccesses % kThreads == 0 || kBPasses == 1, "sgemm: uneven B passes");
+
+  __shared__ __align__(16) float smem[kStages * kStageFloats];
+
+  const int tid = static_cast<int>(threadIdx.x);
+  const int tc = tid % kThreadsN;
+  const int tr = tid / kThreadsN;
+  const int block_m = static_cast<int>(blockIdx.y) * kBM;
+  const int block_n = static_cast<int>(blockIdx.x) * kBN;
+
+  // Each thread's first access of a tile is (a_m0, a_k0) in A and (b_k0, b_n0) in B; later passes
+  // add compile-time offsets.
+  using ASplit = PassSplit<kARowStep, kBM>;  // splits the row-group index tid / kARun
+  using BSplit = PassSplit<kThreads, kBRow>;
+  const int a_group = tid / kARun;
+  const int a_m0 = ASplit::mod_base(a_group);
+  const int a_k0 = ASplit::div_base(a_group) * 8 + (tid % kARun) * kW;
+  const int b_k0 = BSplit::div_base(tid);
+  const int b_n0 = BSplit::mod_base(tid) * kW;
+  // Past a single, partial pass a thread has nothing to move.
+  const bool a_moves = kAAccesses % kThreads == 0 || tid < kAAccesses;
+  const bool b_moves = kBAccesses % kThreads == 0 || tid < kBAccesses;
+  const int rows_left = M - block_m;
+  const int cols_left = N - block_n;
+
+  const float* __restrict__ a_thread = A + static_cast<long long>(block_m + a_m0) * K + a_k0;
+  const float* __restrict__ b_thread = B + static_cast<long long>(b_k0) * N + block_n + b_n0;
+
+  // Next k-tile, staged in registers; out-of-range elements are zeros so they add nothing.
+  float a_next[kAPasses][kW];
+  float b_next[kBPasses][kW];
+
+  // Predicated rather than branched on `valid`: behind a branch the compiler sinks the loads to
+  // their stores after the FMAs, which would expose their full latency.
+  auto load_tile = [&](int tile, bool valid) {
+    const int k0 = tile * kBK;
+    const int k_left = K - k0;
+    const float* __restrict__ a_tile = a_thread + k0;
+    const float* __restrict__ b_tile = b_thread + static_cast<long long>(k0) * N;
+#pragma unroll
+    for (int p = 0; p < kAPasses; ++p) {
+      const int dm = ASplit::mod_step(p);
+      const int dk = ASplit::div_step(p) * 8;
+      // K % 4 == 0 under kVecLoads, so a float4 starting inside K lies wholly inside.
+      const bool ok =
+          valid && a_moves && (kEvenTiles || (a_m0 + dm < rows_left && a_k0 + dk < k_left));
+      const float* __restrict__ src = a_tile + (dm * K + dk);
+      if constexpr (kVecLoads) {
+        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (ok) v = __ldg(reinterpret_cast<const float4*>(src));
+        a_next[p][0] = v.x;
+        a_next[p][1] = v.y;
+        a_next[p][2] = v.z;
+        a_next[p][3] = v.w;
+      } else {
+        a_next[p][0] = ok ? __ldg(src) : 0.f;
+      }
+    }
+#pragma unroll
+    for (int p = 0; p < kBPasses; ++p) {
+      const int dk = BSplit::div_step(p);
+      const int dn = BSplit::mod_step(p) * kW;
+      // N % 4 == 0 under kVecLoads, so a float4 starting inside N lies wholly inside.
+      const bool ok =
+          valid && b_moves && (kEvenTiles || (b_k0 + dk < k_left && b_n0 + dn < cols_left));
+      const float* __restrict__ src = b_tile + (dk * N + dn);
+      if constexpr (kVecLoads) {
+        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (ok) v = __ldg(reinterpret_cast<const float4*>(src));
+        b_next[p][0] = v.x;
+        b_next[p][1] = v.y;
+        b_next[p][2] = v.z;
+        b_next[p][3] = v.w;
+      } else {
+        b_next[p][0] = ok ? __ldg(src) : 0.f;
+      }
+    }
+  };
+
+  auto store_tile = [&](int stage) {
+    float* __restrict__ as = smem + stage * kStageFloats + a_k0 * kAStride + a_m0;
+    float* __restrict__ bs = smem + stage * kStageFloats + kBK * kAStride + b_k0 * kBN + b_n0;
+    if (a_moves) {
+#pragma unroll
+      for (int p = 0; p < kAPasses; ++p) {
+        const int dm = ASplit::mod_step(p);
+        const int dk = ASplit::div_step(p) * 8;
+#pragma unroll
+        for (int e = 0; e < kW; ++e) as[(dk + e) * kAStride + dm] = a_next[p][e];
+      }
+    }
+    if (b_moves) {
+#pragma unroll
+      for (int p = 0; p < kBPasses; ++p) {
+        const int dk = BSplit::div_step(p);
+        const int dn = BSplit::mod_step(p) * kW;
+        if constexpr (kVecLoads) {
+          *reinterpret_cast<float4*>(bs + dk * kBN + dn) =
+              make_float4(b_next[p][0], b_next[p][1], b_next[p][2], b_next[p][3]);
+        } else {
+          bs[dk * kBN + dn] = b_next[p][0];
+        }
+      }
+    }
+  };
+
+  float acc[kTM][kTN];
+#pragma unroll
+  for (int i = 0; i < kTM; ++i) {
+#pragma unroll
+    for (int j = 0; j < kTN; ++j) acc[i][j] = 0.f;
+  }
+
+  auto compute_tile = [&](int stage) {
+    const float* __restrict__ as = smem + stage * kStageFloats + tr * 4;
+    const float* __restrict__ bs = smem + stage * kStageFloats + kBK * kAStride + tc * 4;
+#pragma unroll
+    for (int k = 0; k < kBK; ++k) {
+      float a_frag[kTM];
+      float b_frag[kTN];
+#pragma unroll
+      for (int p = 0; p < kTM / 4; ++p) {
+        const float4 v = *reinterpret_cast<const float4*>(as + k * kAStride + p * kMSpan);
+        a_frag[p * 4 + 0] = v.x;
+        a_frag[p * 4 + 1] = v.y;
+        a_frag[p * 4 + 2] = v.z;
+        a_frag[p * 4 + 3] = v.w;
+      }
+#pragma unroll
+      for (int q = 0; q < kTN / 4; ++q) {
+        const float4 v = *reinterpret_cast<const float4*>(bs + k * kBN + q * kNSpan);
+        b_frag[q * 4 + 0] = v.x;
+        b_frag[q * 4 + 1] = v.y;
+        b_frag[q * 4 + 2] = v.z;
+        b_frag[q * 4 + 3] = v.w;
+      }
+#pragma unroll
+      for (int i = 0; i < kTM; ++i) {
+#pragma unroll
+        for (int j = 0; j < kTN; ++j) acc[i][j] = fmaf(a_frag[i], b_frag[j], acc[i][j]);
+      }
+    }
+  };
+
+  const int num_tiles = kEvenTiles ? K / kBK : (K + kBK - 1) / kBK;
+  if (num_tiles > 0) {
+    load_tile(0, true);
+    store_tile(0);
+  }
+  __syncthreads();
+  // One k-tile: prefetch the next into registers, multiply this one, publish the next.
+  // `has_next` is uniform across the block, so every thread reaches the same barriers.
+  auto step = [&](int tile, int stage) {
+    const bool has_next = tile + 1 < num_tiles;
+    load_tile(tile + 1, has_next);
+    compute_tile(stage);
+    if constexpr (kStages == 2) {
+      // The other stage was last read before the previous step's closing barrier.
+      if (has_next) store_tile(stage ^ 1);
+      __syncthreads();
+    } else {
+      __syncthreads();
+      if (has_next) {
+        store_tile(0);
+        __syncthreads();
+      }
+    }
+  };
+  // Unrolled by the stage count so each step's stage, and with it every shared-memory address
+  // offset, is a compile-time constant.
+  for (int tile = 0; tile < num_tiles; tile += kStages) {
+    step(tile, 0);
+    if (kStages == 2 && tile + 1 < num_tiles) step(tile + 1, 1);
+  }
+
+#pragma unroll
+  for (int p = 0; p < kTM / 4; ++p) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int row = block_m + p * kMSpan + tr * 4 + e;
+      if (!kEvenTiles && row >= M) continue;
+      float* __restrict__ c_row = C + static_cast<long long>(row) * N;
+#pragma unroll
+      for (int q = 0; q < kTN / 4; ++q) {
+        const int col = block_n + q * kNSpan + tc * 4;
+        if constexpr (kVecLoads) {
+          // N % 4 == 0, so a float4 starting inside N lies wholly inside.
+          if (kEvenTiles || col < N) {
+            *reinterpret_cast<float4*>(c_row + col) =
+                make_float4(acc[p * 4 + e][q * 4 + 0], acc[p * 4 + e][q * 4 + 1],
+                            acc[p * 4 + e][q * 4 + 2], acc[p * 4 + e][q * 4 + 3]);
+          }
+        } else {
+#pragma unroll
+          for (int f = 0; f < 4; ++f) {
+            if (kEvenTiles || col + f < N) c_row[col + f] = acc[p * 4 + e][q * 4 + f];
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace gmjit

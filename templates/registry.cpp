@@ -1,0 +1,189 @@
+#include "templates/registry.hpp"
+
+#define XXH_INLINE_ALL
+#include <fmt/format.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstring>
+#include <regex>
+#include <map>
+#include <mutex>
+#include <set>
+#include <shared_mutex>
+
+#include "gmjit/error.hpp"
+
+namespace gmjit::templates {
+
+namespace {
+
+struct HeaderStore {
+  std::shared_mutex mutex;
+  std::map<std::string, std::string> headers;
+};
+
+HeaderStore& header_store() {
+  static HeaderStore store;
+  static std::once_flag filled;
+  std::call_once(filled, [] {
+    for (const auto& header : embedded_headers()) store.headers.emplace(header.name, header.content);
+  });
+  return store;
+}
+
+}  // namespace
+
+void register_header(const std::string& name, const std::string& content) {
+  auto& store = header_store();
+  std::unique_lock lock(store.mutex);
+  store.headers[name] = content;
+}
+
+std::optional<std::string> find_header(const std::string& name) {
+  auto& store = header_store();
+  std::shared_lock lock(store.mutex);
+  if (auto it = store.headers.find(name); it != store.headers.end()) return it->second;
+  return std::nullopt;
+}
+
+std::vector<std::pair<std::string, std::string>> all_headers() {
+  auto& store = header_store();
+  std::shared_lock lock(store.mutex);
+  return {store.headers.begin(), store.headers.end()};
+}
+
+std::vector<std::string> reachable_headers(const std::string& name) {
+  static const std::regex include_line(R"re(^\s*#\s*include\s*"([^"]+)")re", std::regex::multiline);
+  std::vector<std::string> order;
+  std::set<std::string> seen;
+  std::vector<std::string> pending{name};
+  while (!pending.empty()) {
+    const std::string current = pending.back();
+    pending.pop_back();
+    if (!seen.insert(current).second) continue;
+    const auto content = find_header(current);
+    if (!content) continue;  // a toolkit header: pinned by the NVRTC build instead
+    order.push_back(current);
+    const std::string& text = *content;
+    for (std::sregex_iterator it(text.begin(), text.end(), include_line), end; it != end; ++it) {
+      pending.push_back((*it)[1].str());
+    }
+  }
+  return order;
+}
+
+std::string template_hash(const std::string& name) {
+  XXH3_state_t state;
+  XXH3_64bits_reset(&state);
+  for (const auto& header : reachable_headers(name)) {
+    const auto content = find_header(header);
+    XXH3_64bits_update(&state, header.data(), header.size() + 1);
+    XXH3_64bits_update(&state, content->data(), content->size());
+  }
+  return fmt::format("{:016x}", XXH3_64bits_digest(&state));
+}
+
+const DtypeInfo& dtype_info(const std::string& name) {
+  static const std::vector<DtypeInfo> known = {
+      {"fp32", "float", 4}, {"fp16", "__half", 2}, {"bf16", "__nv_bfloat16", 2}};
+  for (const auto& info : known) {
+    if (info.name == name) return info;
+  }
+  throw Error(ErrorKind::usage, 0, "unknown dtype '" + name + "' (fp32, fp16, bf16)");
+}
+
+const std::vector<KernelDescriptor>& catalog() {
+  static const std::vector<KernelDescriptor> kernels = {vector_add_descriptor(), sgemm_descriptor()};
+  return kernels;
+}
+
+const KernelDescriptor& find_kernel(const std::string& name) {
+  std::string known;
+  for (const auto& kernel : catalog()) {
+    if (kernel.name == name) return kernel;
+    known += (known.empty() ? "" : ", ") + kernel.name;
+  }
+  throw Error(ErrorKind::usage, 0, "unknown kernel '" + name + "' (known: " + known + ")");
+}
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+void validate_shape(const KernelDescriptor& kernel, const Shape& shape) {
+  for (const auto& [key, value] : shape) {
+    if (std::find(kernel.problem_keys.begin(), kernel.problem_keys.end(), key) == kernel.problem_keys.end()) {
+      throw Error(ErrorKind::usage, 0,
+                  fmt::format("'{}={}': {} has no problem key '{}' (keys: {})", key, value, kernel.name, key,
+                              fmt::join(kernel.problem_keys, ", ")));
+    }
+    if (value <= 0) {
+      throw Error(ErrorKind::usage, 0, fmt::format("'{}={}': sizes must be positive", key, value));
+    }
+  }
+  for (const auto& key : kernel.problem_keys) {
+    if (shape.count(key) == 0) {
+      throw Error(ErrorKind::usage, 0, fmt::format("missing problem key '{}' for {}", key, kernel.name));
+    }
+  }
+}
+
+void validate_dtype(const KernelDescriptor& kernel, const std::string& dtype) {
+  dtype_info(dtype);
+  if (std::find(kernel.dtypes.begin(), kernel.dtypes.end(), dtype) == kernel.dtypes.end()) {
+    throw Error(ErrorKind::usage, 0,
+                fmt::format("'{}': {} supports dtypes {}", dtype, kernel.name, fmt::join(kernel.dtypes, ", ")));
+  }
+}
+
+Config resolve_config(const KernelDescriptor& kernel, const Shape& shape, const std::string& dtype,
+                      const Config& partial) {
+  validate_shape(kernel, shape);
+  validate_dtype(kernel, dtype);
+  Config config = kernel.default_config;
+  for (const auto& [key, value] : partial) {
+    const auto param = std::find_if(kernel.params.begin(), kernel.params.end(),
+                                    [&](const ParamDomain& p) { return p.name == key; });
+    if (param == kernel.params.end()) {
+      std::vector<std::string> names;
+      for (const auto& p : kernel.params) names.push_back(p.name);
+      throw Error(ErrorKind::usage, 0,
+                  fmt::format("'{}={}': {} has no parameter '{}' (parameters: {})", key, value, kernel.name, key,
+                              fmt::join(names, ", ")));
+    }
+    if (std::find(param->values.begin(), param->values.end(), value) == param->values.end()) {
+      throw Error(ErrorKind::usage, 0,
+                  fmt::format("'{}={}': outside the domain of {} ({})", key, value, key, fmt::join(param->values, ", ")));
+    }
+    config[key] = value;
+  }
+  if (const std::string why = kernel.violation(config, shape); !why.empty()) {
+    throw Error(ErrorKind::usage, 0, fmt::format("'{}': {}", format_assignments(config), why));
+  }
+  return config;
+}
+
+std::vector<Config> all_configs(const KernelDescriptor& kernel) {
+  std::vector<Config> configs{Config{}};
+  for (const auto& param : kernel.params) {
+    std::vector<Config> next;
+    for (const auto& partial : configs) {
+      for (const auto value : param.values) {
+        Config extended = partial;
+        extended[param.name] = value;
+        next.push_back(std::move(extended));
+      }
+    }
+    configs = std::move(next);
+  }
+  return configs;
+}
+
+std::vector<Config> valid_configs(const KernelDescriptor& kernel, const Shape& shape) {
+  std::vector<Config> valid;
+  for (auto& config : all_configs(kernel)) {
+    if (kernel.violation(config, shape).empty()) valid.push_back(std::move(config));
+  }
+  return valid;
+}
+
+}  // namespace gmjit::templates

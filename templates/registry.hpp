@@ -1,0 +1,112 @@
+#pragma once
+// Kernel descriptors: what a template's tuning parameters are, which configurations are valid
+// for a problem, how a configuration becomes an NVRTC name expression, how it is launched, and
+// the reference it is verified against.
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <utility>
+#include <string>
+#include <vector>
+
+#include "gmjit/types.hpp"
+#include "lib/core/module.hpp"
+
+namespace gmjit::templates {
+
+struct EmbeddedHeader {
+  const char* name;     // include name, e.g. "gmjit/sgemm.cuh"
+  const char* content;
+};
+
+// Every .cuh under templates/gmjit, as embedded at build time.
+const std::vector<EmbeddedHeader>& embedded_headers();
+// The headers NVRTC compiles against: the embedded templates plus any registered at run time
+// (a user's own kernels). Registering an existing name replaces its content.
+void register_header(const std::string& name, const std::string& content);
+std::optional<std::string> find_header(const std::string& name);
+std::vector<std::pair<std::string, std::string>> all_headers();
+// The include names `name` reaches through #include "..." of other embedded headers, itself first.
+std::vector<std::string> reachable_headers(const std::string& name);
+// Hex xxHash3-64 over the bytes of every header `name` reaches: the template's identity in keys.
+std::string template_hash(const std::string& name);
+
+struct ParamDomain {
+  std::string name;
+  std::vector<std::int64_t> values;
+  std::string doc;
+};
+
+struct DtypeInfo {
+  std::string name;      // fp32, fp16, bf16
+  std::string cpp_type;  // float, __half, __nv_bfloat16
+  int bytes;
+};
+// Throws Error(usage) for an unknown dtype name.
+const DtypeInfo& dtype_info(const std::string& name);
+
+// One buffer argument of a kernel, in argument order.
+struct TensorArg {
+  std::string name;
+  std::int64_t elements;
+  bool output;
+};
+
+struct KernelDescriptor {
+  std::string name;
+  std::string summary;
+  std::string header;  // the embedded .cuh that defines the kernel
+  std::vector<std::string> problem_keys;
+  std::vector<std::string> dtypes;
+  std::vector<ParamDomain> params;
+  Config default_config;
+  std::string constraints_doc;  // the rules `violation` enforces, for `gmtune list`
+
+  // Why a configuration in its domains is still invalid for this problem; empty when valid.
+  std::function<std::string(const Config&, const Shape&)> violation;
+  // The instantiation NVRTC compiles, e.g. gmjit::vector_add<float, 256, 4, 16>.
+  std::function<std::string(const Config&, const Shape&, const DtypeInfo&)> name_expression;
+  std::function<LaunchGeometry(const Config&, const Shape&, const DtypeInfo&)> geometry;
+  // Buffers in kernel argument order (inputs first, then outputs), then the scalar arguments.
+  std::function<std::vector<TensorArg>(const Shape&)> tensors;
+  std::function<void(detail::KernelArgs&, const Shape&)> add_scalars;
+
+  // The reference kernel takes the same inputs, one double output per output element, and the
+  // same scalars; it accumulates in double.
+  std::function<std::string(const DtypeInfo&)> reference_expression;
+  std::function<LaunchGeometry(const Shape&)> reference_geometry;
+  // Largest relative L2 error (||out - ref|| / ||ref||) accepted for a dtype.
+  std::function<double(const DtypeInfo&, const Shape&)> tolerance;
+};
+
+// Every built-in kernel, in catalog order.
+const std::vector<KernelDescriptor>& catalog();
+// Throws Error(usage) naming the kernel and the known ones.
+const KernelDescriptor& find_kernel(const std::string& name);
+
+// Full validation of a request against a descriptor; throws Error(usage) naming the offending
+// key or value: unknown/missing problem keys, non-positive sizes, unknown dtype, unknown params,
+// values outside their domain, constraint violations. Missing params take the defaults.
+Config resolve_config(const KernelDescriptor& kernel, const Shape& shape, const std::string& dtype,
+                      const Config& partial);
+void validate_shape(const KernelDescriptor& kernel, const Shape& shape);
+void validate_dtype(const KernelDescriptor& kernel, const std::string& dtype);
+
+// Every configuration in the cross product of the domains that satisfies the constraints.
+std::vector<Config> valid_configs(const KernelDescriptor& kernel, const Shape& shape);
+// The whole cross product, valid or not, for recording invalid candidates.
+std::vector<Config> all_configs(const KernelDescriptor& kernel);
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b);
+
+// Descriptors defined beside each template.
+KernelDescriptor vector_add_descriptor();
+KernelDescriptor sgemm_descriptor();
+
+}  // namespace gmjit::templates
+
+namespace gmjit::templates {
+// Every reference kernel lives in this one embedded header.
+inline constexpr const char* kReferenceHeader = "gmjit/reference.cuh";
+}  // namespace gmjit::templates

@@ -1,0 +1,88 @@
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "templates/registry.hpp"
+
+// Provisional until the template's exact rules are written down.
+#define GMJIT_SGEMM_CONSTRAINTS_DOC "threads = (bm/tm)*(bn/tn) in [32, 1024]"
+#define GMJIT_SGEMM_VALID threads >= 32 && threads <= 1024
+
+namespace gmjit::templates {
+namespace {
+
+bool even_tiles(const Config& c, const Shape& s) {
+  return s.at("m") % c.at("bm") == 0 && s.at("n") % c.at("bn") == 0 && s.at("k") % c.at("bk") == 0;
+}
+
+}  // namespace
+
+KernelDescriptor sgemm_descriptor() {
+  KernelDescriptor d;
+  d.name = "sgemm";
+  d.summary = "fp32 C = A * B, row-major, shared-memory tiles with per-thread register blocking";
+  d.header = "gmjit/sgemm.cuh";
+  d.problem_keys = {"m", "n", "k"};
+  d.dtypes = {"fp32"};
+  d.params = {
+      {"bm", {32, 64, 128}, "rows of C per block"},
+      {"bn", {32, 64, 128}, "columns of C per block"},
+      {"bk", {8, 16, 32}, "depth of one shared-memory tile"},
+      {"tm", {4, 8}, "rows of C per thread"},
+      {"tn", {4, 8}, "columns of C per thread"},
+      {"vec", {0, 1}, "16-byte global loads and stores (needs k and n multiples of 4)"},
+  };
+  d.default_config = {{"bm", 64}, {"bn", 64}, {"bk", 8}, {"tm", 4}, {"tn", 4}, {"vec", 0}};
+  d.constraints_doc = GMJIT_SGEMM_CONSTRAINTS_DOC;
+  d.violation = [](const Config& c, const Shape& s) -> std::string {
+    const std::int64_t bm = c.at("bm"), bn = c.at("bn"), bk = c.at("bk"), tm = c.at("tm"), tn = c.at("tn"),
+                       vec = c.at("vec");
+    const std::int64_t threads = (bm / tm) * (bn / tn);
+    if (!(GMJIT_SGEMM_VALID)) return fmt::format("tile shape invalid: {}", GMJIT_SGEMM_CONSTRAINTS_DOC);
+    if (vec != 0 && (s.at("k") % 4 != 0 || s.at("n") % 4 != 0)) {
+      return "vec=1 needs k and n to be multiples of 4";
+    }
+    const std::int64_t limit = std::int64_t{1} << 31;
+    if (s.at("m") * s.at("k") >= limit || s.at("k") * s.at("n") >= limit || s.at("m") * s.at("n") >= limit) {
+      return "matrices of 2^31 elements or more need 64-bit indexing, which this template lacks";
+    }
+    (void)threads;
+    return {};
+  };
+  d.name_expression = [](const Config& c, const Shape& s, const DtypeInfo&) {
+    return fmt::format("gmjit::sgemm<{}, {}, {}, {}, {}, {}, {}>", c.at("bm"), c.at("bn"), c.at("bk"), c.at("tm"),
+                       c.at("tn"), c.at("vec") != 0 ? "true" : "false", even_tiles(c, s) ? "true" : "false");
+  };
+  d.geometry = [](const Config& c, const Shape& s, const DtypeInfo&) {
+    LaunchGeometry g;
+    g.grid[0] = static_cast<unsigned>(ceil_div(s.at("n"), c.at("bn")));
+    g.grid[1] = static_cast<unsigned>(ceil_div(s.at("m"), c.at("bm")));
+    g.block[0] = static_cast<unsigned>((c.at("bm") / c.at("tm")) * (c.at("bn") / c.at("tn")));
+    return g;
+  };
+  d.tensors = [](const Shape& s) {
+    return std::vector<TensorArg>{{"A", s.at("m") * s.at("k"), false},
+                                  {"B", s.at("k") * s.at("n"), false},
+                                  {"C", s.at("m") * s.at("n"), true}};
+  };
+  d.add_scalars = [](detail::KernelArgs& args, const Shape& s) {
+    args.add(static_cast<int>(s.at("m"))).add(static_cast<int>(s.at("n"))).add(static_cast<int>(s.at("k")));
+  };
+  d.reference_expression = [](const DtypeInfo&) { return std::string("gmjit::reference::sgemm"); };
+  d.reference_geometry = [](const Shape& s) {
+    LaunchGeometry g;
+    g.grid[0] = static_cast<unsigned>(ceil_div(s.at("n"), 16));
+    g.grid[1] = static_cast<unsigned>(ceil_div(s.at("m"), 16));
+    g.block[0] = 16;
+    g.block[1] = 16;
+    return g;
+  };
+  // fp32 accumulation over k terms drifts like sqrt(k) ulps in relative L2 terms; a skipped or
+  // doubled tile is off by far more than this.
+  d.tolerance = [](const DtypeInfo&, const Shape& s) {
+    return std::max(1e-5, 1e-6 * std::sqrt(static_cast<double>(s.at("k"))));
+  };
+  return d;
+}
+
+}  // namespace gmjit::templates

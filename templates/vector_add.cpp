@@ -1,0 +1,53 @@
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "templates/registry.hpp"
+
+namespace gmjit::templates {
+
+KernelDescriptor vector_add_descriptor() {
+  KernelDescriptor d;
+  d.name = "vector_add";
+  d.summary = "c = a + b, elementwise; 16-byte vector accesses when aligned, scalar tail";
+  d.header = "gmjit/vector_add.cuh";
+  d.problem_keys = {"n"};
+  d.dtypes = {"fp32", "fp16"};
+  d.params = {
+      {"block", {128, 256, 512, 1024}, "threads per block"},
+      {"items", {1, 2, 4, 8}, "vectors each thread loads before it adds (memory-level parallelism)"},
+      {"vec_bytes", {4, 8, 16}, "bytes per vector access"},
+  };
+  d.default_config = {{"block", 256}, {"items", 4}, {"vec_bytes", 16}};
+  d.constraints_doc = "none beyond the domains";
+  d.violation = [](const Config&, const Shape&) { return std::string(); };
+  d.name_expression = [](const Config& c, const Shape&, const DtypeInfo& t) {
+    return fmt::format("gmjit::vector_add<{}, {}, {}, {}>", t.cpp_type, c.at("block"), c.at("items"),
+                       c.at("vec_bytes"));
+  };
+  d.geometry = [](const Config& c, const Shape& s, const DtypeInfo& t) {
+    const std::int64_t per_block = c.at("block") * c.at("items") * std::max<std::int64_t>(1, c.at("vec_bytes") / t.bytes);
+    LaunchGeometry g;
+    // The kernel loops grid-stride, so capping the grid keeps every size launchable.
+    g.grid[0] = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(s.at("n"), per_block), 2147483647));
+    g.block[0] = static_cast<unsigned>(c.at("block"));
+    return g;
+  };
+  d.tensors = [](const Shape& s) {
+    return std::vector<TensorArg>{{"a", s.at("n"), false}, {"b", s.at("n"), false}, {"c", s.at("n"), true}};
+  };
+  d.add_scalars = [](detail::KernelArgs& args, const Shape& s) { args.add(static_cast<long long>(s.at("n"))); };
+  d.reference_expression = [](const DtypeInfo& t) { return fmt::format("gmjit::reference::vector_add<{}>", t.cpp_type); };
+  d.reference_geometry = [](const Shape& s) {
+    LaunchGeometry g;
+    g.grid[0] = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(s.at("n"), 256), 65535));
+    g.block[0] = 256;
+    return g;
+  };
+  // One rounding of the sum: half an ulp relative, with headroom.
+  d.tolerance = [](const DtypeInfo& t, const Shape&) { return t.name == "fp16" ? 1e-3 : 1e-6; };
+  return d;
+}
+
+}  // namespace gmjit::templates

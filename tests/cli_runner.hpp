@@ -1,0 +1,51 @@
+#pragma once
+// Runs gmtune as a user would and captures its exit status, stdout and stderr.
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace gmjit::testing {
+
+struct CliResult {
+  int status = -1;
+  std::string out;
+  std::string err;
+};
+
+inline std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+inline CliResult run_gmtune(const std::string& arguments, const std::string& environment = {}) {
+  const auto dir = std::filesystem::temp_directory_path();
+  const auto tag = std::to_string(reinterpret_cast<std::uintptr_t>(&arguments)) + std::to_string(::getpid());
+  const auto out_path = dir / ("gmtune-out-" + tag);
+  const auto err_path = dir / ("gmtune-err-" + tag);
+  const std::string command = environment + " " + GMTUNE_PATH + " " + arguments + " >" + out_path.string() + " 2>" +
+                              err_path.string();
+  const int raw = std::system(command.c_str());
+  CliResult result;
+  result.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  result.out = read_text(out_path);
+  result.err = read_text(err_path);
+  std::filesystem::remove(out_path);
+  std::filesystem::remove(err_path);
+  return result;
+}
+
+inline int line_count(const std::string& text) {
+  int lines = 0;
+  for (char c : text) lines += c == '\n';
+  return lines;
+}
+
+}  // namespace gmjit::testing

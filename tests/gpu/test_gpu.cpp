@@ -1,0 +1,217 @@
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include "cli_runner.hpp"
+#include "codegen/compiler.hpp"
+#include "gmjit/tune.hpp"
+#include "lib/core/device.hpp"
+#include "lib/core/module.hpp"
+#include "require_gpu.hpp"
+#include "tuner/harness.hpp"
+
+namespace gmjit {
+namespace {
+
+DeviceInfo device0() { return detail::query_device(0); }
+
+TEST(SM90_Device, EnumeratesAndFingerprints) {
+  GMJIT_REQUIRE_SM90();
+  const auto devices = list_devices();
+  ASSERT_FALSE(devices.empty());
+  const auto& d = devices.front();
+  EXPECT_EQ(d.arch, "sm_90a");
+  EXPECT_GT(d.sm_count, 0);
+  EXPECT_GT(d.l2_bytes, 0);
+  EXPECT_GT(d.shared_optin_bytes, 48 * 1024);
+  EXPECT_GE(d.driver_version, 12000);
+  EXPECT_EQ(d.fingerprint().size(), 16u);
+  std::printf("[ device   ] %s\n", d.to_json().c_str());
+}
+
+// Verifies configurations against the double-precision reference on fresh random inputs with
+// NaN-poisoned outputs and guard bytes; returns how many ran.
+std::size_t verify_configs(const std::string& name, const std::string& dtype, const Shape& shape,
+                           const std::vector<Config>& configs) {
+  const auto& kernel = templates::find_kernel(name);
+  const DeviceInfo device = device0();
+  detail::Context context(0);
+  tuner::Harness harness(kernel, shape, dtype, device, /*seed=*/static_cast<std::uint64_t>(shape.begin()->second));
+  std::size_t ran = 0;
+  for (const auto& config : configs) {
+    SCOPED_TRACE(name + " " + dtype + " " + format_assignments(shape) + " " + format_assignments(config));
+    const auto source = codegen::specialize(kernel, shape, dtype, config);
+    const auto compiled = codegen::shared_compiler().compile(source, device.arch).module;
+    detail::Module module(compiled->cubin);
+    detail::Kernel loaded = module.kernel(compiled->lowered_name);
+    const double error = harness.verify(loaded, kernel.geometry(config, shape, templates::dtype_info(dtype)));
+    EXPECT_LE(error, harness.tolerance());
+    ++ran;
+  }
+  return ran;
+}
+
+class VectorAdd : public ::testing::TestWithParam<std::tuple<std::string, std::int64_t>> {};
+
+TEST_P(VectorAdd, EveryConfigMatchesTheReference) {
+  GMJIT_REQUIRE_SM90();
+  const auto& [dtype, n] = GetParam();
+  const Shape shape{{"n", n}};
+  const auto configs = templates::valid_configs(templates::find_kernel("vector_add"), shape);
+  EXPECT_EQ(verify_configs("vector_add", dtype, shape, configs), configs.size());
+}
+
+INSTANTIATE_TEST_SUITE_P(SM90, VectorAdd,
+                         ::testing::Combine(::testing::Values("fp32", "fp16"),
+                                            ::testing::Values(1, 127, 1000003)));
+
+class Sgemm : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(Sgemm, EveryConfigMatchesTheReference) {
+  GMJIT_REQUIRE_SM90();
+  const Shape& shape = GetParam();
+  const auto configs = templates::valid_configs(templates::find_kernel("sgemm"), shape);
+  EXPECT_EQ(verify_configs("sgemm", "fp32", shape, configs), configs.size());
+  std::printf("[ verified ] %zu sgemm configurations at %s\n", configs.size(), format_assignments(shape).c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(SM90, Sgemm,
+                         ::testing::Values(Shape{{"m", 1}, {"n", 1}, {"k", 1}},
+                                           Shape{{"m", 127}, {"n", 1000}, {"k", 3000}},
+                                           Shape{{"m", 4096}, {"n", 4096}, {"k", 4096}}));
+
+struct LoadedTestKernel {
+  std::unique_ptr<detail::Module> module;
+  std::optional<detail::Kernel> kernel;
+};
+
+LoadedTestKernel load_test_kernel(const std::string& header, const std::string& code, const std::string& expression) {
+  templates::register_header(header, code);
+  codegen::GeneratedSource source;
+  source.kernel = "test";
+  source.header = header;
+  source.name_expression = expression;
+  source.file_name = "test.cu";
+  source.source = "#include \"" + header + "\"\n";
+  const auto compiled = codegen::shared_compiler().compile(source, device0().arch).module;
+  LoadedTestKernel loaded;
+  loaded.module = std::make_unique<detail::Module>(compiled->cubin);
+  loaded.kernel.emplace(loaded.module->kernel(compiled->lowered_name));
+  return loaded;
+}
+
+TEST(SM90_Harness, RejectsWrongValuesUnwrittenOutputsAndOutOfBoundsWrites) {
+  GMJIT_REQUIRE_SM90();
+  const auto& kernel = templates::find_kernel("vector_add");
+  const Shape shape{{"n", 1000}};
+  detail::Context context(0);
+  tuner::Harness harness(kernel, shape, "fp32", device0(), 3);
+  LaunchGeometry geometry;
+  geometry.grid[0] = 4;
+  geometry.block[0] = 256;
+  const std::string code = R"(
+    template <int kMode> __global__ void bad_add(const float* a, const float* b, float* c, long long n) {
+      long long i = blockIdx.x * 256LL + threadIdx.x;
+      if (kMode == 0 && i < n) c[i] = a[i] - b[i];                 // wrong values
+      if (kMode == 1 && i < n && i != n / 2) c[i] = a[i] + b[i];   // one element never written
+      if (kMode == 2 && i <= n) c[i] = i < n ? a[i] + b[i] : 0.f;  // writes one past the end
+      if (kMode == 3 && i < n) c[i] = a[i] + b[i];                 // correct
+    })";
+  for (int mode = 0; mode < 4; ++mode) {
+    SCOPED_TRACE(mode);
+    auto loaded = load_test_kernel("test/bad_add.cuh", code, "bad_add<" + std::to_string(mode) + ">");
+    const double error = harness.verify(*loaded.kernel, geometry);
+    if (mode == 3) {
+      EXPECT_LE(error, harness.tolerance());
+    } else {
+      EXPECT_GT(error, harness.tolerance());
+    }
+  }
+}
+
+TEST(SM90_Module, AttributesAndDynamicSharedMemoryLimits) {
+  GMJIT_REQUIRE_SM90();
+  const DeviceInfo device = device0();
+  detail::Context context(0);
+  const auto& kernel = templates::find_kernel("vector_add");
+  const auto compiled = codegen::shared_compiler()
+                            .compile(codegen::specialize(kernel, {{"n", 1}}, "fp32", kernel.default_config), device.arch)
+                            .module;
+  detail::Module module(compiled->cubin);
+  detail::Kernel loaded = module.kernel(compiled->lowered_name);
+  EXPECT_GT(loaded.attributes().registers, 0);
+  EXPECT_EQ(loaded.attributes().binary_version, 90);
+  EXPECT_GE(loaded.attributes().max_threads_per_block, 256);
+  EXPECT_EQ(loaded.attributes().registers, compiled->resources.registers) << "ptxas report and driver agree";
+  // Above 48 KiB needs the opt-in attribute; the library sets it.
+  EXPECT_NO_THROW(loaded.reserve_dynamic_shared(100 * 1024));
+  try {
+    loaded.reserve_dynamic_shared(static_cast<unsigned>(device.shared_optin_bytes) + 1024);
+    FAIL() << "accepted more shared memory than the device has";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::device_limit);
+  }
+  detail::KernelArgs args;
+  detail::DeviceBuffer buffer(16);
+  args.add(buffer.get()).add(buffer.get()).add(buffer.get()).add(1LL);
+  LaunchGeometry too_wide;
+  too_wide.block[0] = 2048;
+  try {
+    detail::launch(loaded, too_wide, args, nullptr);
+    FAIL() << "launched 2048 threads per block";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::device_limit);
+  }
+  try {
+    module.kernel("no_such_kernel");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no_such_kernel"), std::string::npos);
+  }
+}
+
+TEST(SM90_Tune, PicksAVerifiedWinnerAndRecordsEveryCandidate) {
+  GMJIT_REQUIRE_SM90();
+  const Problem problem{"vector_add", "fp16", {{"n", 1000003}}, "test"};
+  TuneOptions options;
+  options.max_seconds_per_candidate = 0.2;
+  const TuneReport report = tune(problem, options);
+  ASSERT_TRUE(report.winner.has_value());
+  EXPECT_EQ(report.trials.size(), templates::all_configs(templates::find_kernel("vector_add")).size());
+  const auto& winner = report.trials[*report.winner];
+  EXPECT_EQ(winner.status, TrialStatus::ok);
+  for (const auto& t : report.trials) {
+    if (t.status == TrialStatus::ok) EXPECT_GE(t.median_ms, winner.median_ms);
+  }
+}
+
+TEST(SM90_Sweep, WritesWinnersAndResumes) {
+  GMJIT_REQUIRE_SM90();
+  const auto dir = std::filesystem::temp_directory_path() / ("gmjit-sweep-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const std::string db = (dir / "cache.db").string();
+  const auto first = testing::run_gmtune("sweep --kernels vector_add --db " + db);
+  ASSERT_EQ(first.status, 0) << first.err;
+  EXPECT_NE(first.out.find("2 tuned"), std::string::npos) << first.out;
+  const auto second = testing::run_gmtune("sweep --kernels vector_add --db " + db);
+  ASSERT_EQ(second.status, 0) << second.err;
+  EXPECT_NE(second.out.find("2 already cached"), std::string::npos) << second.out;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(SM90_Cli, DevicesAndCompileForTheLiveDevice) {
+  GMJIT_REQUIRE_SM90();
+  const auto devices = testing::run_gmtune("devices --json");
+  ASSERT_EQ(devices.status, 0) << devices.err;
+  EXPECT_EQ(nlohmann::json::parse(devices.out)["devices"][0]["arch"], "sm_90a");
+  const auto compiled = testing::run_gmtune("compile vector_add --shape n=1000");
+  ASSERT_EQ(compiled.status, 0) << compiled.err;
+  EXPECT_EQ(nlohmann::json::parse(compiled.out)["arch"], "sm_90a");
+}
+
+}  // namespace
+}  // namespace gmjit

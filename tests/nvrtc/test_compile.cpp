@@ -1,0 +1,185 @@
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "cli_runner.hpp"
+#include "codegen/compiler.hpp"
+#include "gmjit/error.hpp"
+#include "templates/registry.hpp"
+
+namespace gmjit {
+namespace {
+
+constexpr const char* kArch = "sm_90a";
+
+struct Case {
+  std::string kernel;
+  std::string dtype;
+  Shape shape;
+};
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  std::string name = info.param.kernel + "_" + info.param.dtype;
+  for (const auto& [k, v] : info.param.shape) name += "_" + k + std::to_string(v);
+  return name;
+}
+
+class EveryValidConfig : public ::testing::TestWithParam<Case> {};
+
+// Compiles every valid configuration (NVRTC is thread-safe; all cores) and checks each output.
+TEST_P(EveryValidConfig, CompilesToPtxAndCubinForSm90a) {
+  const Case& c = GetParam();
+  const auto& kernel = templates::find_kernel(c.kernel);
+  const auto configs = templates::valid_configs(kernel, c.shape);
+  ASSERT_FALSE(configs.empty());
+  codegen::Compiler compiler;
+  std::atomic<std::size_t> next{0};
+  std::mutex failures_mutex;
+  std::vector<std::string> failures;
+  auto work = [&] {
+    for (std::size_t i = next++; i < configs.size(); i = next++) {
+      const auto source = codegen::specialize(kernel, c.shape, c.dtype, configs[i]);
+      std::string problem;
+      try {
+        const auto module = compiler.compile(source, kArch).module;
+        if (module->cubin.size() < 4 || std::memcmp(module->cubin.data(), "\x7f" "ELF", 4) != 0) {
+          problem = "cubin is not an ELF image";
+        } else if (module->ptx.find(".target sm_90a") == std::string::npos) {
+          problem = "PTX does not target sm_90a";
+        } else if (module->ptx.find(module->lowered_name) == std::string::npos) {
+          problem = "lowered name " + module->lowered_name + " missing from PTX";
+        } else if (module->resources.registers <= 0) {
+          problem = "no ptxas resource report parsed";
+        }
+      } catch (const Error& e) {
+        problem = std::string(e.what()) + "\n" + e.log();
+      }
+      if (!problem.empty()) {
+        std::lock_guard<std::mutex> lock(failures_mutex);
+        failures.push_back(source.name_expression + ": " + problem);
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < std::max(2u, std::thread::hardware_concurrency()); ++t) threads.emplace_back(work);
+  for (auto& t : threads) t.join();
+  EXPECT_TRUE(failures.empty()) << failures.size() << " of " << configs.size() << " failed, first: " << failures[0];
+  EXPECT_EQ(compiler.size(), configs.size());
+  std::printf("[ compiled ] %zu configurations of %s %s\n", configs.size(), c.kernel.c_str(), c.dtype.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Templates, EveryValidConfig,
+    ::testing::Values(Case{"vector_add", "fp32", {{"n", 1000003}}}, Case{"vector_add", "fp16", {{"n", 1000003}}},
+                      // Even tiles compile the bounds checks out, uneven ones keep them: both variants.
+                      Case{"sgemm", "fp32", {{"m", 4096}, {"n", 4096}, {"k", 4096}}},
+                      Case{"sgemm", "fp32", {{"m", 127}, {"n", 1000}, {"k", 3000}}}),
+    case_name);
+
+TEST(Reference, EveryReferenceKernelCompiles) {
+  for (const auto& kernel : templates::catalog()) {
+    for (const auto& dtype : kernel.dtypes) {
+      const Shape shape = kernel.name == "sgemm" ? Shape{{"m", 3}, {"n", 5}, {"k", 7}} : Shape{{"n", 9}};
+      const auto source = codegen::specialize_reference(kernel, shape, dtype);
+      EXPECT_NO_THROW(codegen::Compiler().compile(source, kArch)) << source.name_expression;
+    }
+  }
+}
+
+TEST(CompileKey, StableForTheSameInputs) {
+  const auto& kernel = templates::find_kernel("vector_add");
+  const auto source = codegen::specialize(kernel, {{"n", 100}}, "fp32", kernel.default_config);
+  EXPECT_EQ(codegen::compile_key(source, kArch), codegen::compile_key(source, kArch));
+  EXPECT_EQ(codegen::compile_key(source, kArch).size(), 32u);
+  EXPECT_NE(codegen::compile_key(source, kArch), codegen::compile_key(source, "sm_80"));
+  Config other = kernel.default_config;
+  other["block"] = 512;
+  EXPECT_NE(codegen::compile_key(source, kArch),
+            codegen::compile_key(codegen::specialize(kernel, {{"n", 100}}, "fp32", other), kArch));
+}
+
+TEST(CompileKey, OneByteOfOneTemplateHeaderChangesIt) {
+  const auto& kernel = templates::find_kernel("sgemm");
+  const Shape shape{{"m", 64}, {"n", 64}, {"k", 64}};
+  const auto source = codegen::specialize(kernel, shape, "fp32", kernel.default_config);
+  const std::string original = *templates::find_header(kernel.header);
+  const std::string key = codegen::compile_key(source, kArch);
+  const std::string hash = templates::template_hash(kernel.header);
+  std::string edited = original;
+  edited[edited.size() / 2] = edited[edited.size() / 2] == ' ' ? '\t' : ' ';
+  templates::register_header(kernel.header, edited);
+  const std::string edited_key = codegen::compile_key(source, kArch);
+  const std::string edited_hash = templates::template_hash(kernel.header);
+  templates::register_header(kernel.header, original);
+  EXPECT_NE(edited_key, key);
+  EXPECT_NE(edited_hash, hash);
+  EXPECT_EQ(codegen::compile_key(source, kArch), key) << "restoring the byte restores the key";
+}
+
+TEST(Compiler, RepeatedCompileIsServedFromMemory) {
+  const auto& kernel = templates::find_kernel("vector_add");
+  const auto source = codegen::specialize(kernel, {{"n", 100}}, "fp16", kernel.default_config);
+  codegen::Compiler compiler;
+  const auto first = compiler.compile(source, kArch);
+  const auto second = compiler.compile(source, kArch);
+  EXPECT_FALSE(first.memory_hit);
+  EXPECT_TRUE(second.memory_hit);
+  EXPECT_EQ(first.module.get(), second.module.get());
+  EXPECT_GT(first.module->compile_ms, 0);
+}
+
+TEST(Compiler, CompileErrorCarriesTheWholeLogAndOptions) {
+  templates::register_header("test/broken.cuh",
+                             "template <int N> __global__ void broken(float* x) { x[0] = N + undeclared_name; }\n");
+  codegen::GeneratedSource source;
+  source.kernel = "broken";
+  source.header = "test/broken.cuh";
+  source.name_expression = "broken<3>";
+  source.file_name = "broken.cu";
+  source.source = "#include \"test/broken.cuh\"\n";
+  try {
+    codegen::Compiler().compile(source, kArch);
+    FAIL() << "compiled";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::compile);
+    EXPECT_NE(e.log().find("undeclared_name"), std::string::npos) << e.log();
+    ASSERT_FALSE(e.options().empty());
+    EXPECT_EQ(e.options()[0], "-arch=sm_90a");
+    EXPECT_NE(std::string(e.what()).find("broken<3>"), std::string::npos);
+  }
+}
+
+TEST(Cli, CompileWritesSourcePtxCubinAndResources) {
+  const auto out = std::filesystem::temp_directory_path() / ("gmtune-compile-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(out);
+  const auto result = testing::run_gmtune("compile sgemm --shape m=127,n=1000,k=3000 --config bm=128,bn=64,vec=1 "
+                                          "--arch sm_90a --out " + out.string());
+  ASSERT_EQ(result.status, 0) << result.err;
+  std::size_t cu = 0, ptx = 0, cubin = 0, sass = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(out)) {
+    const auto ext = entry.path().extension();
+    cu += ext == ".cu";
+    ptx += ext == ".ptx";
+    cubin += ext == ".cubin";
+    sass += ext == ".sass";
+  }
+  EXPECT_EQ(cu, 1u);
+  EXPECT_EQ(ptx, 1u);
+  EXPECT_EQ(cubin, 1u);
+  if (sass == 0) EXPECT_NE(result.err.find("SASS not written"), std::string::npos) << result.err;
+  const auto resources = nlohmann::json::parse(testing::read_text(out / "resources.json"));
+  EXPECT_GT(resources["resources"]["registers"].get<int>(), 0);
+  EXPECT_EQ(resources["arch"], "sm_90a");
+  EXPECT_EQ(resources["config"]["bm"], 128);
+  EXPECT_EQ(resources["config"]["tm"], 4) << "defaults fill unspecified parameters";
+  EXPECT_EQ(resources["compile_key"].get<std::string>().size(), 32u);
+  std::filesystem::remove_all(out);
+}
+
+}  // namespace
+}  // namespace gmjit

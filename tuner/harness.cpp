@@ -1,0 +1,209 @@
+#include "tuner/harness.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include "codegen/compiler.hpp"
+#include "lib/core/log.hpp"
+
+namespace gmjit::tuner {
+
+std::uint16_t float_to_half(float value) {
+  std::uint32_t x = 0;
+  std::memcpy(&x, &value, 4);
+  const std::uint32_t sign = (x >> 16) & 0x8000u;
+  const std::uint32_t abs = x & 0x7fffffffu;
+  if (abs >= 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
+  if (abs >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // rounds past 65504
+  if (abs < 0x38800000u) {  // subnormal half or zero
+    if (abs < 0x33000000u) return static_cast<std::uint16_t>(sign);
+    const std::uint32_t mantissa = (abs & 0x7fffffu) | 0x800000u;
+    const int shift = 126 - static_cast<int>(abs >> 23);
+    std::uint32_t half = mantissa >> shift;
+    const std::uint32_t rest = mantissa & ((1u << shift) - 1);
+    const std::uint32_t halfway = 1u << (shift - 1);
+    if (rest > halfway || (rest == halfway && (half & 1u))) ++half;
+    return static_cast<std::uint16_t>(sign | half);
+  }
+  std::uint32_t half = ((abs - 0x38000000u) >> 13);
+  const std::uint32_t rest = abs & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (half & 1u))) ++half;
+  return static_cast<std::uint16_t>(sign | half);
+}
+
+float half_to_float(std::uint16_t bits) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(bits & 0x8000u) << 16;
+  const std::uint32_t exponent = (bits >> 10) & 0x1fu;
+  std::uint32_t mantissa = bits & 0x3ffu;
+  std::uint32_t x = 0;
+  if (exponent == 0x1f) {
+    x = sign | 0x7f800000u | (mantissa << 13);
+  } else if (exponent != 0) {
+    x = sign | ((exponent + 112) << 23) | (mantissa << 13);
+  } else if (mantissa != 0) {
+    int e = 113;
+    while ((mantissa & 0x400u) == 0) {
+      mantissa <<= 1;
+      --e;
+    }
+    x = sign | (static_cast<std::uint32_t>(e) << 23) | ((mantissa & 0x3ffu) << 13);
+  } else {
+    x = sign;
+  }
+  float out = 0;
+  std::memcpy(&out, &x, 4);
+  return out;
+}
+
+namespace {
+
+std::vector<unsigned char> random_bytes(const templates::DtypeInfo& dtype, std::int64_t elements,
+                                        std::mt19937_64& rng) {
+  // Uniform in [-1, 1) but never exactly zero, so a kernel that skips an input cannot match.
+  std::uniform_real_distribution<float> uniform(0.0625f, 1.0f);
+  std::bernoulli_distribution negative(0.5);
+  std::vector<unsigned char> bytes(static_cast<std::size_t>(elements) * dtype.bytes);
+  for (std::int64_t i = 0; i < elements; ++i) {
+    const float value = negative(rng) ? -uniform(rng) : uniform(rng);
+    if (dtype.bytes == 4) {
+      std::memcpy(&bytes[i * 4], &value, 4);
+    } else {
+      const std::uint16_t half = float_to_half(value);
+      std::memcpy(&bytes[i * 2], &half, 2);
+    }
+  }
+  return bytes;
+}
+
+double element(const templates::DtypeInfo& dtype, const unsigned char* bytes, std::int64_t i) {
+  if (dtype.bytes == 4) {
+    float value = 0;
+    std::memcpy(&value, bytes + i * 4, 4);
+    return value;
+  }
+  std::uint16_t half = 0;
+  std::memcpy(&half, bytes + i * 2, 2);
+  return half_to_float(half);
+}
+
+}  // namespace
+
+Harness::Harness(const templates::KernelDescriptor& kernel, const Shape& shape, const std::string& dtype,
+                 const DeviceInfo& device, std::uint64_t seed)
+    : kernel_(kernel), shape_(shape), dtype_(templates::dtype_info(dtype)) {
+  if (dtype_.name == "bf16") throw Error(ErrorKind::usage, 0, "bf16 host data is not supported by the harness yet");
+  tolerance_ = kernel.tolerance(dtype_, shape);
+  std::mt19937_64 rng(seed);
+  for (const auto& arg : kernel.tensors(shape)) {
+    const std::size_t bytes = static_cast<std::size_t>(arg.elements) * dtype_.bytes;
+    Tensor tensor{arg, detail::DeviceBuffer(bytes + (arg.output ? kGuardBytes : 0))};
+    if (!arg.output) {
+      const auto host = random_bytes(dtype_, arg.elements, rng);
+      tensor.buffer.upload(host.data(), host.size());
+    }
+    tensors_.push_back(std::move(tensor));
+  }
+
+  // The reference runs once per problem, on the same inputs, into double outputs.
+  const auto generated = codegen::specialize_reference(kernel, shape, dtype);
+  const auto compiled = codegen::shared_compiler().compile(generated, device.arch).module;
+  detail::Module module(compiled->cubin);
+  detail::Kernel reference = module.kernel(compiled->lowered_name);
+  for (const auto& tensor : tensors_) {
+    if (!tensor.arg.output) continue;
+    detail::DeviceBuffer out(static_cast<std::size_t>(tensor.arg.elements) * sizeof(double));
+    detail::KernelArgs args = arguments(out.get());
+    detail::launch(reference, kernel.reference_geometry(shape), args, stream_.get());
+    stream_.synchronize();
+    std::vector<double> host(static_cast<std::size_t>(tensor.arg.elements));
+    out.download(host.data(), host.size() * sizeof(double));
+    reference_.push_back(std::move(host));
+    break;  // reference kernels produce the first output; templates here have exactly one
+  }
+
+  // Twice the L2 so that a memset over it evicts every line of the previous run's data.
+  flush_ = detail::DeviceBuffer(static_cast<std::size_t>(std::max<long long>(device.l2_bytes, 1 << 20)) * 2);
+}
+
+detail::KernelArgs Harness::arguments(CUdeviceptr reference_output) const {
+  detail::KernelArgs args;
+  for (const auto& tensor : tensors_) {
+    args.add(tensor.arg.output && reference_output != 0 ? reference_output : tensor.buffer.get());
+  }
+  kernel_.add_scalars(args, shape_);
+  return args;
+}
+
+void Harness::poison_outputs() {
+  for (auto& tensor : tensors_) {
+    if (tensor.arg.output) tensor.buffer.fill_bytes(0xFF, stream_.get());
+  }
+}
+
+double Harness::verify(detail::Kernel& kernel, const LaunchGeometry& geometry) {
+  poison_outputs();
+  detail::KernelArgs args = arguments();
+  detail::launch(kernel, geometry, args, stream_.get());
+  stream_.synchronize();
+  std::size_t output_index = 0;
+  double worst = 0;
+  for (const auto& tensor : tensors_) {
+    if (!tensor.arg.output) continue;
+    const std::size_t bytes = static_cast<std::size_t>(tensor.arg.elements) * dtype_.bytes;
+    std::vector<unsigned char> host(bytes + kGuardBytes);
+    tensor.buffer.download(host.data(), host.size());
+    if (std::any_of(host.begin() + static_cast<std::ptrdiff_t>(bytes), host.end(),
+                    [](unsigned char b) { return b != 0xFF; })) {
+      return std::numeric_limits<double>::infinity();
+    }
+    const auto& reference = reference_.at(output_index++);
+    double diff = 0, norm = 0;
+    for (std::int64_t i = 0; i < tensor.arg.elements; ++i) {
+      const double value = element(dtype_, host.data(), i);
+      if (!std::isfinite(value)) return std::numeric_limits<double>::infinity();
+      const double d = value - reference[static_cast<std::size_t>(i)];
+      diff += d * d;
+      norm += reference[static_cast<std::size_t>(i)] * reference[static_cast<std::size_t>(i)];
+    }
+    worst = std::max(worst, norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff));
+  }
+  return worst;
+}
+
+Timing Harness::time(detail::Kernel& kernel, const LaunchGeometry& geometry, const MeasureOptions& options) {
+  detail::KernelArgs args = arguments();
+  detail::Event start, stop;
+  detail::launch(kernel, geometry, args, stream_.get());  // warm-up: instruction cache, TLB
+  stream_.synchronize();
+  std::vector<double> samples;
+  const auto began = std::chrono::steady_clock::now();
+  Timing timing;
+  while (static_cast<int>(samples.size()) < options.max_repetitions) {
+    flush_.fill_bytes(static_cast<unsigned char>(samples.size()), stream_.get());
+    start.record(stream_.get());
+    detail::launch(kernel, geometry, args, stream_.get());
+    stop.record(stream_.get());
+    stop.synchronize();
+    samples.push_back(stop.elapsed_ms_since(start));
+    std::vector<double> sorted = samples;
+    std::sort(sorted.begin(), sorted.end());
+    const std::size_t n = sorted.size();
+    timing.median_ms = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+    timing.spread = (sorted[(3 * n) / 4 < n ? (3 * n) / 4 : n - 1] - sorted[n / 4]) / timing.median_ms;
+    timing.repetitions = static_cast<int>(n);
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+    if (static_cast<int>(n) >= options.min_repetitions &&
+        (timing.spread <= options.target_spread || elapsed >= options.max_seconds)) {
+      break;
+    }
+  }
+  return timing;
+}
+
+}  // namespace gmjit::tuner

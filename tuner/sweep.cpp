@@ -1,0 +1,177 @@
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+
+#include "cache/store.hpp"
+#include "gmjit/device.hpp"
+#include "gmjit/tune.hpp"
+#include "lib/core/device.hpp"
+#include "lib/core/log.hpp"
+#include "templates/registry.hpp"
+
+namespace gmjit {
+namespace {
+
+constexpr const char* kLibraryVersion = "0.1.0";
+// All built-in templates take dense row-major operands.
+constexpr const char* kLayout = "row_major";
+
+std::string problem_key(const Problem& problem, const std::string& template_hash) {
+  const std::string canonical = fmt::format("{}|{}|{}|{}|{}", problem.kernel, template_hash, problem.dtype, kLayout,
+                                            format_assignments(problem.shape));
+  return fmt::format("{:016x}", XXH3_64bits(canonical.data(), canonical.size()));
+}
+
+std::string to_json_text(const std::map<std::string, std::int64_t>& values) {
+  return nlohmann::json(values).dump();
+}
+
+void check_problem(const Problem& problem, const std::string& where) {
+  try {
+    const auto& kernel = templates::find_kernel(problem.kernel);
+    templates::validate_dtype(kernel, problem.dtype);
+    templates::validate_shape(kernel, problem.shape);
+  } catch (const Error& e) {
+    throw Error(ErrorKind::usage, 0, where + ": " + e.message());
+  }
+}
+
+}  // namespace
+
+std::string default_cache_path() { return cache::default_path().string(); }
+
+std::vector<Problem> read_shapes_file(const std::string& path, const std::vector<std::string>& only_kernels) {
+  std::ifstream in(path);
+  if (!in) throw Error(ErrorKind::usage, 0, "cannot read shapes file '" + path + "'");
+  nlohmann::json document;
+  try {
+    document = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(ErrorKind::usage, 0, fmt::format("{}: not valid JSON ({})", path, e.what()));
+  }
+  if (!document.is_object() || !document.contains("sweeps") || !document["sweeps"].is_array()) {
+    throw Error(ErrorKind::usage, 0, path + ": expected an object with a \"sweeps\" array");
+  }
+  std::vector<Problem> problems;
+  const auto& sweeps = document["sweeps"];
+  for (std::size_t s = 0; s < sweeps.size(); ++s) {
+    const auto& entry = sweeps[s];
+    const std::string where = fmt::format("{}: sweep {}", path, s);
+    if (!entry.is_object() || !entry.contains("kernel") || !entry["kernel"].is_string() || !entry.contains("shapes") ||
+        !entry["shapes"].is_array()) {
+      throw Error(ErrorKind::usage, 0, where + ": needs a \"kernel\" string and a \"shapes\" array");
+    }
+    const std::string kernel = entry["kernel"].get<std::string>();
+    if (!only_kernels.empty() && std::find(only_kernels.begin(), only_kernels.end(), kernel) == only_kernels.end()) {
+      continue;
+    }
+    if (entry.contains("dtype") && !entry["dtype"].is_string()) {
+      throw Error(ErrorKind::usage, 0, where + ": \"dtype\" must be a string");
+    }
+    std::string dtype = entry.value("dtype", std::string());
+    const auto& shapes = entry["shapes"];
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      const std::string at = fmt::format("{} ({}), shape {}", where, kernel, i);
+      if (!shapes[i].is_object()) throw Error(ErrorKind::usage, 0, at + ": not an object");
+      Problem problem{kernel, dtype, {}, {}};
+      for (const auto& [key, value] : shapes[i].items()) {
+        if (key == "from") {
+          problem.label = value.is_string() ? value.get<std::string>() : value.dump();
+        } else if (value.is_number_integer()) {
+          problem.shape[key] = value.get<std::int64_t>();
+        } else {
+          throw Error(ErrorKind::usage, 0, fmt::format("{}: '{}' is not an integer ({})", at, key, value.dump()));
+        }
+      }
+      if (problem.dtype.empty()) {
+        problem.dtype = templates::find_kernel(kernel).dtypes.front();
+      }
+      check_problem(problem, at);
+      problems.push_back(std::move(problem));
+    }
+  }
+  return problems;
+}
+
+std::vector<std::string> preset_names() { return {"default"}; }
+
+std::vector<Problem> preset_problems(const std::string& name) {
+  if (name != "default") {
+    throw Error(ErrorKind::usage, 0,
+                fmt::format("unknown preset '{}' (presets: {})", name, fmt::join(preset_names(), ", ")));
+  }
+  return {
+      {"vector_add", "fp32", {{"n", 1 << 24}}, "preset default"},
+      {"vector_add", "fp16", {{"n", 1 << 24}}, "preset default"},
+      {"sgemm", "fp32", {{"m", 1024}, {"n", 1024}, {"k", 1024}}, "preset default"},
+      {"sgemm", "fp32", {{"m", 4096}, {"n", 4096}, {"k", 4096}}, "preset default"},
+  };
+}
+
+SweepSummary sweep(const std::vector<Problem>& requested, const SweepOptions& options) {
+  std::vector<Problem> problems = requested;
+  for (std::size_t i = 0; i < problems.size(); ++i) {
+    if (problems[i].dtype.empty()) problems[i].dtype = templates::find_kernel(problems[i].kernel).dtypes.front();
+    check_problem(problems[i], fmt::format("problem {} ({})", i, problems[i].kernel));
+  }
+  SweepSummary summary;
+  // The device is checked before the cache is touched, so a machine without a GPU gets the
+  // driver's reason and no empty database.
+  const DeviceInfo device = [&] {
+    detail::Context context(options.tune.device);
+    return detail::query_device(options.tune.device);
+  }();
+  cache::Store store(options.db_path.empty() ? cache::default_path() : std::filesystem::path(options.db_path));
+  summary.db_path = store.path().string();
+  const cache::DeviceRecord device_record{device.fingerprint(), device.name, device.arch, device.to_json()};
+
+  for (std::size_t i = 0; i < problems.size(); ++i) {
+    const Problem& problem = problems[i];
+    const auto& kernel = templates::find_kernel(problem.kernel);
+    const std::string template_hash = templates::template_hash(kernel.header);
+    const cache::ProblemRecord problem_record{problem_key(problem, template_hash), problem.kernel, template_hash,
+                                              problem.dtype, kLayout, to_json_text(problem.shape)};
+    if (!options.retune && store.find_winner(device_record.key, problem_record.key)) {
+      ++summary.skipped;
+      if (options.on_progress) options.on_progress(i, problems.size(), problem, "cached");
+      continue;
+    }
+    if (options.on_progress) options.on_progress(i, problems.size(), problem, "tuning");
+    const TuneReport report = tune(problem, options.tune);
+    std::vector<cache::TrialRecord> trials;
+    for (const auto& trial : report.trials) {
+      cache::TrialRecord record;
+      record.config_json = to_json_text(trial.config);
+      record.status = to_string(trial.status);
+      record.median_ms = trial.median_ms;
+      record.spread = trial.spread;
+      record.repetitions = trial.repetitions;
+      record.verify_error = std::isfinite(trial.verify_error) ? trial.verify_error : -1.0;
+      record.compile_ms = trial.compile_ms;
+      record.registers = trial.resources.registers;
+      record.spill_bytes = trial.resources.spill_store_bytes;
+      record.shared_bytes = trial.resources.shared_bytes;
+      record.detail = trial.detail;
+      trials.push_back(std::move(record));
+    }
+    store.record_tuning(device_record, problem_record, trials, report.winner, kLibraryVersion);
+    if (report.winner) {
+      ++summary.tuned;
+    } else {
+      ++summary.failed;
+    }
+    if (options.on_progress) {
+      options.on_progress(i, problems.size(), problem,
+                          report.winner ? fmt::format("done {:.4f} ms", report.trials[*report.winner].median_ms)
+                                        : std::string("no configuration verified"));
+    }
+  }
+  return summary;
+}
+
+}  // namespace gmjit
