@@ -7,8 +7,10 @@
 
 #include <chrono>
 #include <cstring>
-#include <regex>
+#include <cctype>
+#include <cstdlib>
 
+#include "codegen/cubin.hpp"
 #include "codegen/toolkit.hpp"
 #include "lib/core/check.hpp"
 #include "lib/core/log.hpp"
@@ -91,6 +93,11 @@ std::shared_ptr<const CompiledModule> run_nvrtc(const GeneratedSource& source, c
   module->cubin.resize(size);
   GMJIT_NVRTC(nvrtcGetCUBIN(program.get(), module->cubin.data()));
   module->resources = parse_ptxas_report(module->log, module->lowered_name);
+  if (module->resources.registers == 0) {
+    // Seen on the H200 host: the same NVRTC build returned an empty log for -Xptxas=-v there.
+    detail::logger().debug("no ptxas report for {} in the NVRTC log; reading the cubin", module->lowered_name);
+    module->resources = read_cubin_resources(module->cubin, module->lowered_name);
+  }
   module->compile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
   detail::logger().debug("compiled {} for {} in {:.1f} ms ({} registers, {} B spilled)", source.name_expression, arch,
@@ -161,17 +168,21 @@ ResourceUsage parse_ptxas_report(const std::string& log, const std::string& lowe
   if (at == std::string::npos) return usage;
   const size_t next = log.find("Function properties for ", at + 1);
   const std::string block = log.substr(at, next == std::string::npos ? std::string::npos : next - at);
-  std::smatch m;
-  auto number = [&](const std::regex& re, int& out) {
-    if (std::regex_search(block, m, re)) out = std::stoi(m[1].str());
+  // The number written just before `suffix`, as in "16 bytes spill stores".
+  auto before = [&](const char* suffix, int& out) {
+    const size_t end = block.find(suffix);
+    if (end == std::string::npos || end < 2) return;
+    size_t start = end - 1;  // the space before the suffix
+    while (start > 0 && std::isdigit(static_cast<unsigned char>(block[start - 1]))) --start;
+    if (start < end - 1) out = std::stoi(block.substr(start, end - 1 - start));
   };
-  number(std::regex(R"((\d+) bytes stack frame)"), usage.stack_bytes);
-  number(std::regex(R"((\d+) bytes spill stores)"), usage.spill_store_bytes);
-  number(std::regex(R"((\d+) bytes spill loads)"), usage.spill_load_bytes);
-  number(std::regex(R"(Used (\d+) registers)"), usage.registers);
-  number(std::regex(R"(used (\d+) barriers)"), usage.barriers);
-  number(std::regex(R"((\d+) bytes smem)"), usage.shared_bytes);
-  number(std::regex(R"((\d+) bytes cmem\[0\])"), usage.constant_bytes);
+  before("bytes stack frame", usage.stack_bytes);
+  before("bytes spill stores", usage.spill_store_bytes);
+  before("bytes spill loads", usage.spill_load_bytes);
+  before("registers", usage.registers);
+  before("barriers", usage.barriers);
+  before("bytes smem", usage.shared_bytes);
+  before("bytes cmem[0]", usage.constant_bytes);
   return usage;
 }
 

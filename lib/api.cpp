@@ -80,7 +80,8 @@ std::string resources_json(const CompileResult& r) {
         {"spill_store_bytes", r.resources.spill_store_bytes},
         {"spill_load_bytes", r.resources.spill_load_bytes},
         {"shared_bytes", r.resources.shared_bytes},
-        {"constant_bytes", r.resources.constant_bytes}}},
+        {"constant_bytes", r.resources.constant_bytes},
+        {"source", r.resources.spills_known ? "ptxas report" : "cubin attributes (no ptxas report; spills unknown)"}}},
   };
   return j.dump(2);
 }

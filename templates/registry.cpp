@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <regex>
 #include <map>
 #include <mutex>
 #include <set>
@@ -53,8 +52,33 @@ std::vector<std::pair<std::string, std::string>> all_headers() {
   return {store.headers.begin(), store.headers.end()};
 }
 
+namespace {
+
+// The targets of `#include "..."` lines; angle-bracket includes are toolkit headers.
+std::vector<std::string> quoted_includes(const std::string& text) {
+  std::vector<std::string> targets;
+  for (size_t line = 0; line < text.size();) {
+    size_t end = text.find('\n', line);
+    if (end == std::string::npos) end = text.size();
+    size_t i = text.find_first_not_of(" \t", line);
+    if (i < end && text[i] == '#') {
+      i = text.find_first_not_of(" \t", i + 1);
+      if (i < end && text.compare(i, 7, "include") == 0) {
+        const size_t open = text.find_first_not_of(" \t", i + 7);
+        if (open < end && text[open] == '"') {
+          const size_t close = text.find('"', open + 1);
+          if (close < end) targets.push_back(text.substr(open + 1, close - open - 1));
+        }
+      }
+    }
+    line = end + 1;
+  }
+  return targets;
+}
+
+}  // namespace
+
 std::vector<std::string> reachable_headers(const std::string& name) {
-  static const std::regex include_line(R"re(^\s*#\s*include\s*"([^"]+)")re", std::regex::multiline);
   std::vector<std::string> order;
   std::set<std::string> seen;
   std::vector<std::string> pending{name};
@@ -65,10 +89,7 @@ std::vector<std::string> reachable_headers(const std::string& name) {
     const auto content = find_header(current);
     if (!content) continue;  // a toolkit header: pinned by the NVRTC build instead
     order.push_back(current);
-    const std::string& text = *content;
-    for (std::sregex_iterator it(text.begin(), text.end(), include_line), end; it != end; ++it) {
-      pending.push_back((*it)[1].str());
-    }
+    for (auto& included : quoted_includes(*content)) pending.push_back(std::move(included));
   }
   return order;
 }

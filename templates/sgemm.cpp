@@ -5,8 +5,8 @@
 #include "templates/registry.hpp"
 
 // Provisional until the template's exact rules are written down.
-#define GMJIT_SGEMM_CONSTRAINTS_DOC "threads = (bm/tm)*(bn/tn) in [32, 1024]"
-#define GMJIT_SGEMM_VALID threads >= 32 && threads <= 1024
+#define GMJIT_SGEMM_CONSTRAINTS_DOC "threads = (bm/tm)*(bn/tn) in [32, 1024]; (bm+bn)*bk <= 48*threads"
+#define GMJIT_SGEMM_VALID threads >= 32 && threads <= 1024 && (bm + bn) * bk <= 48 * threads
 
 namespace gmjit::templates {
 namespace {

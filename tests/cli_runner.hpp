@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -25,12 +26,18 @@ inline std::string read_text(const std::filesystem::path& path) {
   return text.str();
 }
 
+// GMJIT_GMTUNE overrides the build-tree path, for test binaries run from a copied build.
+inline std::string gmtune_path() {
+  const char* over = std::getenv("GMJIT_GMTUNE");
+  return over != nullptr && *over != '\0' ? over : GMTUNE_PATH;
+}
+
 inline CliResult run_gmtune(const std::string& arguments, const std::string& environment = {}) {
   const auto dir = std::filesystem::temp_directory_path();
   const auto tag = std::to_string(reinterpret_cast<std::uintptr_t>(&arguments)) + std::to_string(::getpid());
   const auto out_path = dir / ("gmtune-out-" + tag);
   const auto err_path = dir / ("gmtune-err-" + tag);
-  const std::string command = environment + " " + GMTUNE_PATH + " " + arguments + " >" + out_path.string() + " 2>" +
+  const std::string command = environment + " " + gmtune_path() + " " + arguments + " >" + out_path.string() + " 2>" +
                               err_path.string();
   const int raw = std::system(command.c_str());
   CliResult result;

@@ -120,6 +120,7 @@ int run_compile(const std::string& kernel, const std::string& shape, const std::
   write_file(dir / (stem + ".ptx"), result.ptx.data(), result.ptx.size());
   write_file(dir / (stem + ".cubin"), result.cubin.data(), result.cubin.size());
   write_file(dir / "resources.json", resources.data(), resources.size());
+  write_file(dir / (stem + ".log"), result.log.data(), result.log.size());
   std::string why_not;
   if (const auto sass = gmjit::disassemble(result.cubin, why_not)) {
     write_file(dir / (stem + ".sass"), sass->data(), sass->size());
@@ -253,7 +254,7 @@ int main(int argc, char** argv) {
   compile->add_option("--config", config, "parameters, e.g. bm=128,bn=128 (defaults for the rest)");
   compile->add_option("--dtype", dtype, "data type (default: the kernel's first)");
   compile->add_option("--arch", arch, "target, e.g. sm_90a (default: device 0's; with it no GPU is needed)");
-  compile->add_option("--out", out_dir, "write .cu .ptx .cubin .sass resources.json here");
+  compile->add_option("--out", out_dir, "write .cu .ptx .cubin .sass .log (NVRTC + ptxas) and resources.json here");
 
   auto* tune = app.add_subcommand("tune", "tune one problem on the GPU and print every candidate");
   tune->add_option("kernel", kernel, "kernel name")->required();

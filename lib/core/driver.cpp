@@ -9,6 +9,12 @@
 namespace gmjit::detail {
 namespace {
 
+// The ABI the entry points are resolved for. Asking for CUDA_VERSION (13.0) would hand out the
+// 13.0 revisions of cuCtxGetDevice and cuCtxSynchronize, which take an extra CUcontext that
+// cuda.h's undecorated declarations (our decltypes) do not have; every function in the table has
+// its header's signature at 12.0.
+constexpr int kDriverAbi = 12000;
+
 struct LoadedDriver {
   DriverApi api;
   std::string failure;  // empty when usable
@@ -34,7 +40,7 @@ LoadedDriver load() {
   {                                                                                              \
     void* fn = nullptr;                                                                          \
     CUdriverProcAddressQueryResult status{};                                                     \
-    if (get_proc(#name, &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status) == CUDA_SUCCESS \
+    if (get_proc(#name, &fn, kDriverAbi, CU_GET_PROC_ADDRESS_DEFAULT, &status) == CUDA_SUCCESS   \
         && fn != nullptr) {                                                                      \
       loaded.api.name = reinterpret_cast<decltype(loaded.api.name)>(fn);                        \
     } else {                                                                                     \
@@ -44,7 +50,7 @@ LoadedDriver load() {
   GMJIT_DRIVER_FUNCTIONS(GMJIT_DRIVER_RESOLVE)
 #undef GMJIT_DRIVER_RESOLVE
   if (!missing.empty()) {
-    loaded.failure = "the NVIDIA driver lacks entry points for CUDA " + std::to_string(CUDA_VERSION) +
+    loaded.failure = "the NVIDIA driver lacks entry points for CUDA " + std::to_string(kDriverAbi) +
                      ": " + missing;
     return loaded;
   }

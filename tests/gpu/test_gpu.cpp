@@ -149,6 +149,7 @@ TEST(SM90_Module, AttributesAndDynamicSharedMemoryLimits) {
   EXPECT_EQ(loaded.attributes().registers, compiled->resources.registers) << "ptxas report and driver agree";
   // Above 48 KiB needs the opt-in attribute; the library sets it.
   EXPECT_NO_THROW(loaded.reserve_dynamic_shared(100 * 1024));
+  EXPECT_NO_THROW(context.synchronize());
   try {
     loaded.reserve_dynamic_shared(static_cast<unsigned>(device.shared_optin_bytes) + 1024);
     FAIL() << "accepted more shared memory than the device has";

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <atomic>
@@ -9,6 +10,7 @@
 
 #include "cli_runner.hpp"
 #include "codegen/compiler.hpp"
+#include "codegen/cubin.hpp"
 #include "gmjit/error.hpp"
 #include "templates/registry.hpp"
 
@@ -54,7 +56,16 @@ TEST_P(EveryValidConfig, CompilesToPtxAndCubinForSm90a) {
         } else if (module->ptx.find(module->lowered_name) == std::string::npos) {
           problem = "lowered name " + module->lowered_name + " missing from PTX";
         } else if (module->resources.registers <= 0) {
-          problem = "no ptxas resource report parsed";
+          problem = "no resource report";
+        } else if (module->resources.spills_known) {
+          // Where ptxas printed its report, the cubin's own attributes must say the same.
+          const ResourceUsage cubin = codegen::read_cubin_resources(module->cubin, module->lowered_name);
+          if (cubin.registers != module->resources.registers || cubin.stack_bytes != module->resources.stack_bytes ||
+              cubin.shared_bytes != module->resources.shared_bytes) {
+            problem = fmt::format("cubin says {} registers, {} B stack, {} B smem; ptxas says {}, {}, {}",
+                                  cubin.registers, cubin.stack_bytes, cubin.shared_bytes, module->resources.registers,
+                                  module->resources.stack_bytes, module->resources.shared_bytes);
+          }
         }
       } catch (const Error& e) {
         problem = std::string(e.what()) + "\n" + e.log();

@@ -47,7 +47,7 @@ struct TuneReport {
 struct TuneOptions {
   int device = 0;
   std::uint64_t seed = 1;
-  double max_seconds_per_candidate = 2.0;  ///< cap on timing repetitions of one candidate
+  double max_seconds_per_candidate = 0.5;  ///< cap on timing repetitions of one candidate
   std::function<void(const TrialReport&)> on_trial;  ///< progress, called as each trial ends
 };
 

@@ -39,6 +39,8 @@ struct ResourceUsage {
   int spill_load_bytes = 0;
   int shared_bytes = 0;    ///< static shared memory
   int constant_bytes = 0;  ///< cmem[0], the kernel's parameter bank
+  /// False when the report came from the cubin alone (ptxas printed none): spill sizes unknown.
+  bool spills_known = true;
 };
 
 }  // namespace gmjit

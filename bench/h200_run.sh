@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# One call on the lent H200: the gpu tier with GMJIT_REQUIRE_GPU=1, the unit and nvrtc tiers,
+# the benchmarks and the default sweep, from binaries built elsewhere and carried in $1
+# (default .device). Logs are packed into $OUT/logs.tgz (the lease returns few files).
+set -uo pipefail
+bin="$(cd "${1:-.device}" && pwd)"
+out="$(mktemp -d)/logs"
+mkdir -p "$out"
+trap 'tar -czf "${OUT:-.}/logs.tgz" -C "$(dirname "$out")" logs' EXIT
+export LD_LIBRARY_PATH="$bin:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+export GMJIT_GMTUNE="$bin/gmtune" GMJIT_REQUIRE_GPU=1
+status=0
+step() {  # name, command...
+  local name=$1; shift
+  echo "=== $name: $*"
+  stdbuf -oL -eL "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  echo "=== $name: exit $rc"
+  [ $rc -eq 0 ] || status=1
+  tail -n "${TAIL:-15}" "$out/$name.log"
+}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv >"$out/gpu.csv" 2>&1
+cat "$out/gpu.csv"
+ldd "$bin/libgmjit.so.0" "$bin/gmtune" | grep -v -E "linux-vdso|ld-linux" | awk '{print $1}' | sort -u | tr '\n' ' '; echo
+step devices "$bin/gmtune" devices
+step gpu_tier "$bin/gmjit_gpu_tests"
+if grep -q "exit 13[49]" <(tail -n 1 "$out/gpu_tier.log") 2>/dev/null || ! grep -q "tests ran" "$out/gpu_tier.log"; then
+  # A crash: where it happened, from the debugger the image carries.
+  cuda-gdb -batch -ex run -ex bt --args "$bin/gmjit_gpu_tests" >"$out/gpu_tier_backtrace.log" 2>&1
+  grep -A25 -E "SIGSEGV|SIGABRT" "$out/gpu_tier_backtrace.log" | head -40
+fi
+step unit_tier "$bin/gmjit_unit_tests"
+step nvrtc_tier "$bin/gmjit_nvrtc_tests"
+step bench_compile "$bin/bench_compile"
+TAIL=12 step bench_sgemm "$bin/bench_sgemm" 4096
+cache_dir="$(mktemp -d)"
+TAIL=8 step sweep_default env GMJIT_CACHE="$cache_dir/gmjit.db" "$bin/gmtune" sweep
+TAIL=3 step sweep_again env GMJIT_CACHE="$cache_dir/gmjit.db" "$bin/gmtune" sweep
+mkdir -p "$out/compile"
+TAIL=3 step compile_sass "$bin/gmtune" compile sgemm --shape m=4096,n=4096,k=4096 \
+  --config bm=128,bn=128,bk=8,tm=8,tn=8,vec=1 --out "$out/compile"
+exit $status
