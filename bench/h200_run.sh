@@ -33,9 +33,12 @@ step unit_tier "$bin/gmjit_unit_tests"
 step nvrtc_tier "$bin/gmjit_nvrtc_tests"
 step bench_compile "$bin/bench_compile"
 TAIL=12 step bench_sgemm "$bin/bench_sgemm" 4096
+TAIL=8 step bench_cache "$bin/bench_cache"
 cache_dir="$(mktemp -d)"
 TAIL=8 step sweep_default env GMJIT_CACHE="$cache_dir/gmjit.db" "$bin/gmtune" sweep
 TAIL=3 step sweep_again env GMJIT_CACHE="$cache_dir/gmjit.db" "$bin/gmtune" sweep
+TAIL=8 step show env GMJIT_CACHE="$cache_dir/gmjit.db" "$bin/gmtune" show
+TAIL=3 step verify env GMJIT_CACHE="$cache_dir/gmjit.db" "$bin/gmtune" verify
 mkdir -p "$out/compile"
 TAIL=3 step compile_sass "$bin/gmtune" compile sgemm --shape m=4096,n=4096,k=4096 \
   --config bm=128,bn=128,bk=8,tm=8,tn=8,vec=1 --out "$out/compile"

@@ -7,6 +7,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 #include <algorithm>
 #include <array>
 #include <cerrno>
@@ -14,6 +17,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -41,9 +45,6 @@ namespace gmjit::cache {
 namespace fs = std::filesystem;
 
 namespace {
-
-// Longer than any single write of a tuning run, so concurrent tuners queue instead of failing.
-constexpr int kBusyTimeoutMs = 10'000;
 
 // Entry i takes a database from user_version i to i + 1. Append new entries; never edit one that
 // has been released, since existing caches have already run it.
@@ -104,6 +105,38 @@ CREATE TABLE winners (
   PRIMARY KEY (device_id, problem_id)
 ) WITHOUT ROWID;
 )sql",
+    // 2: the binary cache, and trial identity so that importing the same export twice adds
+    // nothing. occurrence counts identical trials before this one (same second, same timing), so
+    // repeated measurements of one tuning run are kept rather than taken for duplicates. NaN
+    // medians are stored as NULL, which a UNIQUE index would treat as all distinct; hence ifnull.
+    R"sql(
+CREATE TABLE binaries (
+  compile_key    TEXT PRIMARY KEY,
+  kernel         TEXT NOT NULL,
+  arch           TEXT NOT NULL,
+  -- The small, changing columns come first: a hit rewrites last_used, and SQLite then dirties
+  -- only the first page of the row instead of the cubin's overflow pages.
+  bytes          INTEGER NOT NULL,
+  checksum       TEXT NOT NULL,
+  created_at     INTEGER NOT NULL,
+  last_used      INTEGER NOT NULL,
+  resources_json TEXT NOT NULL,
+  ptx            TEXT NOT NULL,
+  cubin          BLOB NOT NULL
+);
+CREATE INDEX binaries_by_last_used ON binaries (last_used);
+ALTER TABLE trials ADD COLUMN occurrence INTEGER NOT NULL DEFAULT 0;
+WITH numbered AS (
+  SELECT id, row_number() OVER (
+           PARTITION BY device_id, problem_id, config_json, status, ifnull(median_ms, 'NaN'),
+                        tuned_at, library_version
+           ORDER BY id) - 1 AS n
+  FROM trials)
+UPDATE trials SET occurrence = numbered.n FROM numbered
+WHERE numbered.id = trials.id AND numbered.n > 0;
+CREATE UNIQUE INDEX trials_identity ON trials (device_id, problem_id, config_json, status,
+  ifnull(median_ms, 'NaN'), tuned_at, library_version, occurrence);
+)sql",
 };
 
 constexpr bool all_migrations_present() {
@@ -123,6 +156,77 @@ std::int64_t now_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
+}
+
+std::int64_t now_milliseconds() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+int primary_code(int code) { return code & 0xff; }
+
+// Thrown inside Store's constructor only, where it becomes a quarantine.
+struct CorruptFile {
+  std::string reason;
+};
+
+struct FileId {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  bool operator==(const FileId& o) const { return dev == o.dev && ino == o.ino; }
+  bool operator!=(const FileId& o) const { return !(*this == o); }
+};
+
+std::optional<FileId> file_id(const fs::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return FileId{st.st_dev, st.st_ino};
+}
+
+std::string utc_stamp() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y%m%dT%H%M%S", &tm);
+  return text;
+}
+
+fs::path with_suffix(const fs::path& path, std::string_view suffix) {
+  fs::path result = path;
+  result += std::string(suffix);
+  return result;
+}
+
+// Moves a corrupt cache (and its -wal and -shm) aside. Returns nullopt when the path no longer
+// names the file found corrupt: another process quarantined it first, and renaming again would
+// move that process's fresh cache.
+std::optional<fs::path> move_aside(const fs::path& path, const std::optional<FileId>& opened) {
+  if (!opened || file_id(path) != opened) return std::nullopt;
+  const fs::path base = with_suffix(path, ".corrupt-" + utc_stamp());
+  fs::path target = base;
+  for (int n = 2; fs::exists(target) || fs::exists(with_suffix(target, "-wal")); ++n) {
+    target = with_suffix(base, "-" + std::to_string(n));
+  }
+  if (::rename(path.c_str(), target.c_str()) != 0) {
+    const int err = errno;
+    GMJIT_CACHE_FAIL(err, "rename",
+                     "cache {} is corrupt and cannot be moved to {}: {}; remove it or set "
+                     "GMJIT_CACHE to another path",
+                     path.string(), target.string(), std::strerror(err));
+  }
+  // The -wal holds committed transactions of the corrupt file; it travels with it so that the
+  // moved file can still be examined as it was.
+  for (const char* suffix : {"-wal", "-shm"}) {
+    const fs::path companion = with_suffix(path, suffix);
+    if (::rename(companion.c_str(), with_suffix(target, suffix).c_str()) != 0 && errno != ENOENT) {
+      const int err = errno;
+      GMJIT_CACHE_FAIL(err, "rename", "cannot move {} next to quarantined cache {}: {}",
+                       companion.string(), target.string(), std::strerror(err));
+    }
+  }
+  return target;
 }
 
 class FileDescriptor {
@@ -248,7 +352,7 @@ void create_file_private(const fs::path& path) {
   detail::logger().info("created tuning cache {}", path.string());
 }
 
-Connection open_private(const fs::path& path) {
+Connection open_private(const fs::path& path, int busy_timeout_ms) {
   if (path.empty()) GMJIT_USAGE_FAIL("cache path is empty");
   const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
   create_directories_private(dir, path);
@@ -268,7 +372,7 @@ Connection open_private(const fs::path& path) {
         "cache file {} is not readable and writable by you: {}; fix with: chmod 600 {}",
         path.string(), std::strerror(err), path.string());
   }
-  return Connection(path);
+  return Connection(path, Connection::Access::read_write, busy_timeout_ms);
 }
 
 void bind_trial(Statement& s, const TrialRecord& t) {
@@ -372,9 +476,11 @@ fs::path default_path() {
 // ---------------------------------------------------------------------------------------------
 // Connection
 
-Connection::Connection(const fs::path& path) {
+Connection::Connection(const fs::path& path, Access access, int busy_timeout_ms) {
   sqlite3* db = nullptr;
-  const int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr);
+  const bool read_only = access == Access::read_only;
+  const int rc = sqlite3_open_v2(path.c_str(), &db,
+                                 read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE, nullptr);
   db_ = db;  // owned from here on, even when the open failed
   if (rc != SQLITE_OK) {
     const std::string why = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
@@ -383,12 +489,12 @@ Connection::Connection(const fs::path& path) {
   GMJIT_SQLITE(sqlite3_extended_result_codes(db_, 1));
   // SQLite silently falls back to read-only when it cannot write; every later write would then
   // fail with a less helpful message.
-  if (sqlite3_db_readonly(db_, "main") == 1) {
+  if (!read_only && sqlite3_db_readonly(db_, "main") == 1) {
     GMJIT_CACHE_FAIL(SQLITE_READONLY, "sqlite3_open_v2",
                      "cache {} can only be opened read-only; fix with: chmod 600 {}", path.string(),
                      path.string());
   }
-  GMJIT_SQLITE(sqlite3_busy_timeout(db_, kBusyTimeoutMs));
+  GMJIT_SQLITE(sqlite3_busy_timeout(db_, busy_timeout_ms));
 }
 
 Connection::Connection(Connection&& other) noexcept : db_(std::exchange(other.db_, nullptr)) {}
@@ -455,6 +561,13 @@ void Statement::bind(int index, std::int64_t value) {
 
 void Statement::bind(int index, int value) { GMJIT_SQLITE(sqlite3_bind_int(stmt_, index, value)); }
 
+void Statement::bind_blob(int index, const std::vector<char>& value) {
+  // A null pointer would bind NULL; an empty cubin is an empty blob, not a missing one.
+  static const char kEmpty = 0;
+  GMJIT_SQLITE(sqlite3_bind_blob64(stmt_, index, value.empty() ? &kEmpty : value.data(),
+                                   value.size(), SQLITE_TRANSIENT));
+}
+
 bool Statement::step() {
   const int rc = sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;
@@ -479,6 +592,16 @@ double Statement::column_double(int index) const {
 std::int64_t Statement::column_int64(int index) const { return sqlite3_column_int64(stmt_, index); }
 
 int Statement::column_int(int index) const { return sqlite3_column_int(stmt_, index); }
+
+std::vector<char> Statement::column_blob(int index) const {
+  const auto* data = static_cast<const char*>(sqlite3_column_blob(stmt_, index));
+  if (data == nullptr) return {};
+  return std::vector<char>(data, data + sqlite3_column_bytes(stmt_, index));
+}
+
+bool Statement::column_is_null(int index) const {
+  return sqlite3_column_type(stmt_, index) == SQLITE_NULL;
+}
 
 void Statement::reset() noexcept {
   sqlite3_reset(stmt_);
@@ -512,27 +635,86 @@ void Transaction::commit() {
 // ---------------------------------------------------------------------------------------------
 // Store
 
-Store::Store(const fs::path& path) : path_(path), connection_(open_private(path_)) {
-  connection_.exec("PRAGMA foreign_keys = ON");
-  // Before anything writes: switching to WAL rewrites the header, and a newer cache must stay
-  // byte-identical.
-  const int version = check_compatible();
-  {
-    const std::string mode = enable_wal();
-    if (mode != "wal") {
-      // Network file systems lack the shared memory WAL needs; the rollback journal still works.
+Store::Store(const fs::path& path, const StoreOptions& options)
+    : path_(path), options_(options), connection_(open_private(path_, options_.busy_timeout_ms)) {
+  const std::optional<FileId> opened = file_id(path_);
+  try {
+    open_checked();
+    return;
+  } catch (const CorruptFile& corrupt) {
+    statements_.clear();
+    // The last connection to close checkpoints the -wal into the database and deletes it; the
+    // corrupt file and its -wal must reach quarantine as they were found.
+    sqlite3_db_config(connection_.handle(), SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
+    { Connection closed = std::move(connection_); }
+    quarantined_ = move_aside(path_, opened);
+    if (quarantined_) {
       detail::logger().warn(
-          "tuning cache {}: WAL unavailable (journal mode '{}'); concurrent "
-          "readers will block while a tuner writes",
-          path_.string(), mode);
+          "tuning cache {} is corrupt ({}); moved it to {} and started a fresh cache at {}",
+          path_.string(), corrupt.reason, quarantined_->string(), path_.string());
     }
   }
-  // In WAL mode NORMAL loses at most the last transactions on power loss, never consistency; a
-  // cache can afford that.
-  connection_.exec("PRAGMA synchronous = NORMAL");
-  // Only an old schema takes the write lock, so opening a current cache never waits for a tuner.
-  if (version < kSchemaVersion) migrate();
+  connection_ = open_private(path_, options_.busy_timeout_ms);
+  try {
+    open_checked();
+  } catch (const CorruptFile& corrupt) {
+    GMJIT_CACHE_FAIL(SQLITE_CORRUPT, "open",
+                     "cache {} is corrupt again after quarantine ({}); set GMJIT_CACHE to another "
+                     "path",
+                     path_.string(), corrupt.reason);
+  }
 }
+
+void Store::open_checked() {
+  try {
+    connection_.exec("PRAGMA foreign_keys = ON");
+    // Before anything writes: switching to WAL rewrites the header, and a newer cache must stay
+    // byte-identical.
+    const int version = check_compatible();
+    check_quick();
+    {
+      const std::string mode = enable_wal();
+      if (mode != "wal") {
+        // Network file systems lack the shared memory WAL needs; the rollback journal still works.
+        detail::logger().warn(
+            "tuning cache {}: WAL unavailable (journal mode '{}'); concurrent "
+            "readers will block while a tuner writes",
+            path_.string(), mode);
+      }
+    }
+    // In WAL mode NORMAL loses at most the last transactions on power loss, never consistency; a
+    // cache can afford that.
+    connection_.exec("PRAGMA synchronous = NORMAL");
+    // Only an old schema takes the write lock, so opening a current cache never waits for a tuner.
+    if (version < kSchemaVersion) migrate();
+  } catch (const Error& e) {
+    const int code = primary_code(e.code());
+    if (e.kind() == ErrorKind::cache && (code == SQLITE_CORRUPT || code == SQLITE_NOTADB)) {
+      throw CorruptFile{e.message()};
+    }
+    throw;
+  }
+}
+
+void Store::check_quick() {
+  std::string reason;
+  int rows = 0;
+  {
+    Query q(statement("PRAGMA quick_check"));
+    while (q->step()) {
+      const std::string line = q->column_text(0);
+      if (line == "ok") continue;
+      // A badly damaged file yields one line per bad page; a few say enough in one warning.
+      if (++rows <= 3) reason += (reason.empty() ? "" : "; ") + line;
+    }
+  }
+  if (rows > 0) {
+    if (rows > 3) reason += fmt::format("; and {} more", rows - 3);
+    throw CorruptFile{"quick_check: " + reason};
+  }
+}
+
+const std::optional<fs::path>& Store::quarantined() const { return quarantined_; }
 
 Store::Store(Store&&) noexcept = default;
 Store& Store::operator=(Store&&) noexcept = default;
@@ -549,7 +731,7 @@ std::string Store::enable_wal() {
   // the busy handler when that could deadlock, e.g. while another process opens the same new
   // cache. So wait here, as long as the busy timeout would have.
   const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.busy_timeout_ms);
   for (;;) {
     try {
       Query q(statement("PRAGMA journal_mode = WAL"));
@@ -587,6 +769,10 @@ int Store::check_compatible() {
     }
   } catch (const Error& e) {
     // The first read is where SQLite notices a file that is not a database at all.
+    const int code = primary_code(e.code());
+    if (code == SQLITE_NOTADB || code == SQLITE_CORRUPT) {
+      throw CorruptFile{sqlite3_errstr(e.code())};
+    }
     GMJIT_CACHE_FAIL(e.code(), e.call(),
                      "cannot read cache {}: {}; set GMJIT_CACHE to another path (or remove the "
                      "file to start an empty cache)",
@@ -703,8 +889,11 @@ void Store::record_tuning(const DeviceRecord& device, const ProblemRecord& probl
     Query q(statement(
         "INSERT INTO trials (device_id, problem_id, config_json, status, median_ms, spread, "
         "repetitions, verify_error, compile_ms, registers, spill_bytes, shared_bytes, detail, "
-        "tuned_at, library_version) "
-        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15) "
+        "tuned_at, library_version, occurrence) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, "
+        "(SELECT count(*) FROM trials WHERE device_id = ?1 AND problem_id = ?2 AND "
+        "config_json = ?3 AND status = ?4 AND ifnull(median_ms, 'NaN') = ifnull(?5, 'NaN') AND "
+        "tuned_at = ?14 AND library_version = ?15)) "
         "RETURNING id"));
     q->bind(1, device_id);
     q->bind(2, problem_id);
@@ -797,6 +986,246 @@ std::vector<TrialRecord> Store::trials(const std::string& device_key,
     result.push_back(std::move(t));
   }
   return result;
+}
+
+}  // namespace gmjit::cache
+
+namespace gmjit::cache {
+namespace {
+
+constexpr const char* kNearestSql =
+    "SELECT d.key, d.name, p.key, k.name, p.dtype, p.shape_json, t.config_json, t.median_ms, "
+    "w.trial_count, w.tuned_at, w.library_version "
+    "FROM winners w "
+    "JOIN devices d ON d.id = w.device_id "
+    "JOIN problems p ON p.id = w.problem_id "
+    "JOIN kernels k ON k.id = p.kernel_id "
+    "JOIN trials t ON t.id = w.trial_id "
+    "WHERE d.key = ?1 AND k.name = ?2 AND p.dtype = ?3";
+
+// The dimensions of a shape as (key, log2 of the value), in key order; nullopt when a value is
+// not a positive number, for which log2 means nothing.
+std::optional<std::vector<std::pair<std::string, double>>> log2_dimensions(
+    const nlohmann::json& shape) {
+  if (!shape.is_object() && !shape.is_array()) return std::nullopt;
+  std::vector<std::pair<std::string, double>> dims;
+  std::size_t index = 0;
+  for (auto it = shape.begin(); it != shape.end(); ++it, ++index) {
+    if (!it->is_number()) return std::nullopt;
+    const double value = it->get<double>();
+    if (!(value > 0) || !std::isfinite(value)) return std::nullopt;
+    dims.emplace_back(shape.is_object() ? it.key() : std::to_string(index), std::log2(value));
+  }
+  return dims;
+}
+
+}  // namespace
+
+std::string binary_checksum(const std::vector<char>& data) {
+  return fmt::format("{:016x}", XXH3_64bits(data.data(), data.size()));
+}
+
+std::optional<WinnerRecord> Store::nearest_winner(const std::string& device_key,
+                                                  const std::string& kernel,
+                                                  const std::string& dtype,
+                                                  const std::string& shape_json) {
+  const auto wanted = log2_dimensions(nlohmann::json::parse(shape_json, nullptr, false));
+  if (!wanted) {
+    GMJIT_USAGE_FAIL("shape '{}' is not a JSON object or array of positive numbers", shape_json);
+  }
+  std::optional<WinnerRecord> best;
+  Query q(statement(kNearestSql));
+  q->bind(1, device_key);
+  q->bind(2, kernel);
+  q->bind(3, dtype);
+  while (q->step()) {
+    WinnerRecord w = read_winner(q);
+    const auto dims = log2_dimensions(nlohmann::json::parse(w.shape_json, nullptr, false));
+    if (!dims || dims->size() != wanted->size()) continue;
+    double sum = 0;
+    bool same_keys = true;
+    for (std::size_t i = 0; i < dims->size() && same_keys; ++i) {
+      same_keys = (*dims)[i].first == (*wanted)[i].first;
+      const double d = (*dims)[i].second - (*wanted)[i].second;
+      sum += d * d;
+    }
+    if (!same_keys) continue;
+    w.distance = std::sqrt(sum);
+    if (!best || w.distance < best->distance ||
+        (w.distance == best->distance && w.problem_key < best->problem_key)) {
+      best = std::move(w);
+    }
+  }
+  return best;
+}
+
+void Store::put_binary(const BinaryRecord& binary) {
+  if (binary.compile_key.empty()) GMJIT_USAGE_FAIL("binary compile key is empty");
+  const std::int64_t now = now_milliseconds();
+  Query q(statement(
+      "INSERT INTO binaries (compile_key, kernel, arch, bytes, checksum, created_at, last_used, "
+      "resources_json, ptx, cubin) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7, ?8, ?9) "
+      "ON CONFLICT (compile_key) DO UPDATE SET kernel = excluded.kernel, arch = excluded.arch, "
+      "bytes = excluded.bytes, checksum = excluded.checksum, created_at = excluded.created_at, "
+      "last_used = excluded.last_used, resources_json = excluded.resources_json, "
+      "ptx = excluded.ptx, cubin = excluded.cubin"));
+  q->bind(1, binary.compile_key);
+  q->bind(2, binary.kernel);
+  q->bind(3, binary.arch);
+  q->bind(4, static_cast<std::int64_t>(binary.cubin.size() + binary.ptx.size()));
+  q->bind(5, binary_checksum(binary.cubin));
+  q->bind(6, now);
+  q->bind(7, binary.resources_json);
+  q->bind(8, binary.ptx);
+  q->bind_blob(9, binary.cubin);
+  while (q->step()) {
+  }
+}
+
+std::optional<BinaryRecord> Store::get_binary(const std::string& compile_key) {
+  BinaryRecord b;
+  {
+    Query q(statement(
+        "SELECT kernel, arch, cubin, ptx, resources_json, checksum, last_used FROM binaries "
+        "WHERE compile_key = ?1"));
+    q->bind(1, compile_key);
+    if (!q->step()) return std::nullopt;
+    b.compile_key = compile_key;
+    b.kernel = q->column_text(0);
+    b.arch = q->column_text(1);
+    b.cubin = q->column_blob(2);
+    b.ptx = q->column_text(3);
+    b.resources_json = q->column_text(4);
+    b.checksum = q->column_text(5);
+    b.last_used = q->column_int64(6);
+  }
+  const std::string actual = binary_checksum(b.cubin);
+  if (actual != b.checksum) {
+    detail::logger().warn(
+        "tuning cache {}: binary {} fails its checksum (stored {}, computed {}); deleted it",
+        path_.string(), compile_key, b.checksum, actual);
+    try {
+      // Only the row that was read: a concurrent put_binary may already have replaced it.
+      Query q(statement("DELETE FROM binaries WHERE compile_key = ?1 AND checksum = ?2"));
+      q->bind(1, compile_key);
+      q->bind(2, b.checksum);
+      while (q->step()) {
+      }
+    } catch (const Error& e) {
+      detail::logger().warn("tuning cache {}: cannot delete binary {}: {}", path_.string(),
+                            compile_key, e.message());
+    }
+    return std::nullopt;
+  }
+  const std::int64_t now = now_milliseconds();
+  try {
+    Query q(statement("UPDATE binaries SET last_used = ?2 WHERE compile_key = ?1"));
+    q->bind(1, compile_key);
+    q->bind(2, now);
+    while (q->step()) {
+    }
+    b.last_used = std::max(b.last_used, now);
+  } catch (const Error& e) {
+    // Recency only steers gc; the binary itself is sound, so the caller still gets it.
+    detail::logger().warn("tuning cache {}: cannot update last use of binary {}: {}",
+                          path_.string(), compile_key, e.message());
+  }
+  return b;
+}
+
+void Store::remove_binary(const std::string& compile_key) {
+  Query q(statement("DELETE FROM binaries WHERE compile_key = ?1"));
+  q->bind(1, compile_key);
+  while (q->step()) {
+  }
+}
+
+std::int64_t Store::binaries_bytes() {
+  Query q(statement("SELECT coalesce(sum(bytes), 0) FROM binaries"));
+  return single_integer(q);
+}
+
+GcResult Store::gc(std::int64_t max_bytes) {
+  if (max_bytes < 0) GMJIT_USAGE_FAIL("gc limit {} is negative", max_bytes);
+  GcResult result;
+  Transaction tx(connection_);
+  result.bytes_before = binaries_bytes();
+  std::int64_t total = result.bytes_before;
+  std::vector<std::int64_t> victims;
+  {
+    Query q(statement("SELECT rowid, bytes FROM binaries ORDER BY last_used, rowid"));
+    while (total > max_bytes && q->step()) {
+      victims.push_back(q->column_int64(0));
+      total -= q->column_int64(1);
+    }
+  }
+  for (const std::int64_t rowid : victims) {
+    Query q(statement("DELETE FROM binaries WHERE rowid = ?1"));
+    q->bind(1, rowid);
+    while (q->step()) {
+    }
+  }
+  tx.commit();
+  result.evicted = victims.size();
+  result.bytes_after = total;
+  return result;
+}
+
+VerifyReport Store::verify() {
+  VerifyReport report;
+  auto problem = [&](std::string text) { report.problems.push_back(std::move(text)); };
+  try {
+    Query q(statement("PRAGMA integrity_check"));
+    while (q->step()) {
+      std::string line = q->column_text(0);
+      if (line != "ok") problem("integrity_check: " + line);
+    }
+  } catch (const Error& e) {
+    problem("integrity_check failed: " + e.message());
+  }
+  try {
+    Query q(statement("PRAGMA foreign_key_check"));
+    while (q->step()) {
+      problem(fmt::format("{} row {} references a missing row of {}", q->column_text(0),
+                          q->column_int64(1), q->column_text(2)));
+    }
+  } catch (const Error& e) {
+    problem("foreign_key_check failed: " + e.message());
+  }
+  try {
+    Query q(statement(
+        "SELECT ifnull(d.key, w.device_id), ifnull(p.key, w.problem_id), w.trial_id, "
+        "t.id IS NULL, t.status FROM winners w "
+        "LEFT JOIN devices d ON d.id = w.device_id "
+        "LEFT JOIN problems p ON p.id = w.problem_id "
+        "LEFT JOIN trials t ON t.id = w.trial_id "
+        "WHERE t.id IS NULL OR t.device_id != w.device_id OR t.problem_id != w.problem_id "
+        "OR t.status != 'ok'"));
+    while (q->step()) {
+      problem(fmt::format("winner of device {} problem {}: trial {} {}", q->column_text(0),
+                          q->column_text(1), q->column_int64(2),
+                          q->column_int(3) != 0 ? "is missing"
+                                                : "belongs to another device or problem or did "
+                                                  "not pass (status " +
+                                                      q->column_text(4) + ")"));
+    }
+  } catch (const Error& e) {
+    problem("winner check failed: " + e.message());
+  }
+  try {
+    Query q(statement("SELECT compile_key, cubin, checksum FROM binaries ORDER BY compile_key"));
+    while (q->step()) {
+      const std::string actual = binary_checksum(q->column_blob(1));
+      if (actual != q->column_text(2)) {
+        problem(fmt::format("binary {} fails its checksum (stored {}, computed {})",
+                            q->column_text(0), q->column_text(2), actual));
+      }
+    }
+  } catch (const Error& e) {
+    problem("binary check failed: " + e.message());
+  }
+  report.ok = report.problems.empty();
+  return report;
 }
 
 }  // namespace gmjit::cache

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -71,14 +72,57 @@ struct WinnerRecord {
   int trial_count = 0;        ///< trials measured in the tuning run that chose this winner
   std::int64_t tuned_at = 0;  ///< seconds since the Unix epoch
   std::string library_version;
+  /// Only set by Store::nearest_winner: the Euclidean distance between the log2 of the requested
+  /// shape's dimensions and this winner's (0 for an exact match).
+  double distance = 0;
 };
+
+/// A compiled kernel kept so that a later process launches it without NVRTC.
+struct BinaryRecord {
+  std::string compile_key;  ///< identifies the source, options and toolkit that produced it
+  std::string kernel;
+  std::string arch;
+  std::vector<char> cubin;
+  std::string ptx;
+  std::string resources_json;
+  std::string checksum;        ///< hex XXH3-64 of cubin; computed by Store::put_binary
+  std::int64_t last_used = 0;  ///< milliseconds since the Unix epoch
+};
+
+/// What Store::gc did.
+struct GcResult {
+  std::size_t evicted = 0;
+  std::int64_t bytes_before = 0;
+  std::int64_t bytes_after = 0;
+};
+
+/// What Store::verify found; ok when problems is empty.
+struct VerifyReport {
+  bool ok = true;
+  std::vector<std::string> problems;
+};
+
+/// How a Store opens its file.
+struct StoreOptions {
+  /// How long a write waits for another process's write transaction before failing with
+  /// Error(cache) "database is locked". Longer than any single write of a tuning run, so
+  /// concurrent tuners queue instead of failing.
+  int busy_timeout_ms = 10'000;
+};
+
+/// Hex XXH3-64 of `data`, as stored in BinaryRecord::checksum.
+std::string binary_checksum(const std::vector<char>& data);
 
 /// An open SQLite connection; closes on destruction.
 class Connection {
  public:
-  /// Opens an existing file read-write; never creates one (the Store creates it with mode 0600).
+  enum class Access { read_write, read_only };
+
+  /// Opens an existing file; never creates one (the Store creates it with mode 0600). Read-write
+  /// access is refused when SQLite could only open the file read-only.
   /// @throws gmjit::Error (cache)
-  explicit Connection(const std::filesystem::path& path);
+  explicit Connection(const std::filesystem::path& path, Access access = Access::read_write,
+                      int busy_timeout_ms = StoreOptions{}.busy_timeout_ms);
   Connection(Connection&& other) noexcept;
   Connection& operator=(Connection&& other) noexcept;
   Connection(const Connection&) = delete;
@@ -110,6 +154,7 @@ class Statement {
   void bind(int index, double value);  ///< NaN is stored as NULL and read back as NaN
   void bind(int index, std::int64_t value);
   void bind(int index, int value);
+  void bind_blob(int index, const std::vector<char>& value);
 
   /// @return true when a row is available, false when the statement is done
   /// @throws gmjit::Error (cache) on any other result
@@ -119,6 +164,8 @@ class Statement {
   double column_double(int index) const;
   std::int64_t column_int64(int index) const;
   int column_int(int index) const;
+  std::vector<char> column_blob(int index) const;
+  bool column_is_null(int index) const;
 
   /// Ends the current execution and clears all bindings; never throws (an error of the last
   /// step has already been reported by step()).
@@ -150,16 +197,24 @@ class Transaction {
 /// several threads at once (open one per thread instead). Movable, not copyable.
 class Store {
  public:
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
   /// PRAGMA application_id of every gmjit cache ("GMJT"); a file with another id is refused.
   static constexpr std::int32_t kApplicationId = 0x474D4A54;
 
   /// Opens the cache at `path`, creating it (and missing parent directories, mode 0700; the file
   /// mode 0600) when absent, and migrating its schema to kSchemaVersion.
+  ///
+  /// A file that is not a SQLite database, is truncated, or fails PRAGMA quick_check is renamed
+  /// to `<path>.corrupt-<UTC YYYYmmddTHHMMSS>` (with its -wal and -shm), a warning names both
+  /// files, and a fresh cache is created at `path`; quarantined() then says where it went. A
+  /// zero-length file is not corrupt: SQLite treats it as an empty database, so it becomes a fresh
+  /// cache in place. quick_check reads the whole file, so opening costs time proportional to the
+  /// cache's size (binaries included; Store::gc bounds it).
   /// @throws gmjit::Error (cache) when the location cannot be created or written, when the file
   ///   or its directory is owned by another user or writable by group or others, when the file is
-  ///   not a gmjit cache, or when its schema is newer than this library (the file is not touched).
-  explicit Store(const std::filesystem::path& path);
+  ///   another application's SQLite database, or when its schema is newer than this library (in
+  ///   those two cases the file is not touched).
+  explicit Store(const std::filesystem::path& path, const StoreOptions& options = {});
   Store(Store&&) noexcept;
   Store& operator=(Store&&) noexcept;
   Store(const Store&) = delete;
@@ -187,15 +242,61 @@ class Store {
   /// Every trial recorded for (device, problem), oldest first.
   std::vector<TrialRecord> trials(const std::string& device_key, const std::string& problem_key);
 
+  /// Nearest tuned shape: among the winners of the same device, kernel and dtype whose shape has
+  /// the same keys as `shape_json` (the same member names for a JSON object, the same length for
+  /// an array), the one minimizing the Euclidean distance between the log2 of the dimensions,
+  /// sqrt(sum_i (log2 a_i - log2 b_i)^2), so that doubling any one dimension counts 1 whatever
+  /// its size. An exact match has distance 0. Winners whose shape has a non-positive or
+  /// non-numeric dimension are skipped; ties go to the smaller problem key.
+  /// @throws gmjit::Error (usage) when shape_json is not a JSON object or array of positive numbers
+  std::optional<WinnerRecord> nearest_winner(const std::string& device_key,
+                                             const std::string& kernel, const std::string& dtype,
+                                             const std::string& shape_json);
+
+  /// Stores (or replaces) the binary of binary.compile_key; its checksum and size are computed
+  /// here, binary.checksum and binary.last_used are ignored.
+  /// @throws gmjit::Error (usage) for an empty compile key; (cache) when SQLite fails
+  void put_binary(const BinaryRecord& binary);
+
+  /// The binary of `compile_key`, with its checksum verified. A binary whose checksum fails is
+  /// deleted, a warning names its key, and nullopt is returned: a bad binary is never served. A
+  /// hit updates last_used; should that write fail (e.g. another writer holds the lock past the
+  /// busy timeout) the verified binary is still returned, with a warning.
+  std::optional<BinaryRecord> get_binary(const std::string& compile_key);
+
+  /// Forgets a binary, e.g. one the driver refused to load. No-op when absent.
+  void remove_binary(const std::string& compile_key);
+
+  /// In one transaction, evicts least recently used binaries until their bytes (cubin + ptx) sum
+  /// to at most max_bytes.
+  /// @throws gmjit::Error (usage) for a negative max_bytes
+  GcResult gc(std::int64_t max_bytes);
+
+  /// Sum of cubin + ptx bytes of every cached binary.
+  std::int64_t binaries_bytes();
+
+  /// Full PRAGMA integrity_check, foreign keys, winners whose trial is missing (or belongs to
+  /// another device or problem), binaries whose checksum fails. Reports only; changes nothing.
+  VerifyReport verify();
+
+  /// Where a corrupt file found at open was moved; nullopt when the file was sound.
+  const std::optional<std::filesystem::path>& quarantined() const;
+
   const std::filesystem::path& path() const;
 
  private:
+  friend struct StoreAccess;  // cache/exchange.cpp applies imports inside one transaction
+
   Statement& statement(const char* sql);
-  int check_compatible();    // returns the file's schema version
+  void open_checked();
+  int check_compatible();  // returns the file's schema version
+  void check_quick();
   std::string enable_wal();  // returns the journal mode in effect
   void migrate();
 
   std::filesystem::path path_;
+  StoreOptions options_;
+  std::optional<std::filesystem::path> quarantined_;
   // Declared before the statements so that they are finalized before the connection closes.
   Connection connection_;
   std::unordered_map<std::string, Statement> statements_;

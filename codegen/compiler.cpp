@@ -1,5 +1,6 @@
 #include "codegen/compiler.hpp"
 
+#include <nlohmann/json.hpp>
 #include <nvrtc.h>
 #define XXH_INLINE_ALL
 #include <fmt/format.h>
@@ -136,6 +137,37 @@ GeneratedSource specialize_reference(const templates::KernelDescriptor& kernel, 
   out.file_name = kernel.name + "_" + dtype + "_reference.cu";
   out.source = fmt::format("// gmjit: reference for {} {}\n#include \"{}\"\n", kernel.name, dtype, out.header);
   return out;
+}
+
+std::string describe(const CompiledModule& m) {
+  const auto& nvrtc = nvrtc_identity();
+  const auto& r = m.resources;
+  const nlohmann::json j = {
+      {"kernel", m.source.kernel},
+      {"dtype", m.source.dtype},
+      {"arch", m.arch},
+      {"shape", m.source.shape},
+      {"config", m.source.config},
+      {"name_expression", m.source.name_expression},
+      {"lowered_name", m.lowered_name},
+      {"compile_key", m.compile_key},
+      {"template_hash", templates::template_hash(m.source.header)},
+      {"options", m.options},
+      {"nvrtc", {{"version", fmt::format("{}.{}", nvrtc.major, nvrtc.minor)}, {"build_id", nvrtc.build_id}}},
+      {"compile_ms", m.compile_ms},
+      {"ptx_bytes", m.ptx.size()},
+      {"cubin_bytes", m.cubin.size()},
+      {"resources",
+       {{"registers", r.registers},
+        {"barriers", r.barriers},
+        {"stack_bytes", r.stack_bytes},
+        {"spill_store_bytes", r.spill_store_bytes},
+        {"spill_load_bytes", r.spill_load_bytes},
+        {"shared_bytes", r.shared_bytes},
+        {"constant_bytes", r.constant_bytes},
+        {"source", r.spills_known ? "ptxas report" : "cubin attributes (no ptxas report; spills unknown)"}}},
+  };
+  return j.dump(2);
 }
 
 std::vector<std::string> canonical_options(const std::string& arch) {

@@ -1,6 +1,4 @@
 // The facade: the public compile and catalog functions over codegen and templates.
-#include <nlohmann/json.hpp>
-
 #include "codegen/compiler.hpp"
 #include "codegen/toolkit.hpp"
 #include "gmjit/gmjit.hpp"
@@ -52,39 +50,11 @@ CompileResult compile(const CompileRequest& request) {
   out.template_hash = templates::template_hash(kernel.header);
   out.compile_ms = module->compile_ms;
   out.memory_cache_hit = hit;
+  out.description_json = codegen::describe(*module);
   return out;
 }
 
-std::string resources_json(const CompileResult& r) {
-  const auto& nvrtc = codegen::nvrtc_identity();
-  const nlohmann::json j = {
-      {"kernel", r.kernel},
-      {"dtype", r.dtype},
-      {"arch", r.arch},
-      {"shape", r.shape},
-      {"config", r.config},
-      {"name_expression", r.name_expression},
-      {"lowered_name", r.lowered_name},
-      {"compile_key", r.compile_key},
-      {"template_hash", r.template_hash},
-      {"options", r.options},
-      {"nvrtc", {{"version", std::to_string(nvrtc.major) + "." + std::to_string(nvrtc.minor)},
-                 {"build_id", nvrtc.build_id}}},
-      {"compile_ms", r.compile_ms},
-      {"ptx_bytes", r.ptx.size()},
-      {"cubin_bytes", r.cubin.size()},
-      {"resources",
-       {{"registers", r.resources.registers},
-        {"barriers", r.resources.barriers},
-        {"stack_bytes", r.resources.stack_bytes},
-        {"spill_store_bytes", r.resources.spill_store_bytes},
-        {"spill_load_bytes", r.resources.spill_load_bytes},
-        {"shared_bytes", r.resources.shared_bytes},
-        {"constant_bytes", r.resources.constant_bytes},
-        {"source", r.resources.spills_known ? "ptxas report" : "cubin attributes (no ptxas report; spills unknown)"}}},
-  };
-  return j.dump(2);
-}
+std::string resources_json(const CompileResult& r) { return r.description_json; }
 
 std::optional<std::string> disassemble(const std::vector<char>& cubin, std::string& why_not) {
   return codegen::disassemble(cubin, why_not);

@@ -230,6 +230,78 @@ int run_sweep(const std::string& preset, const std::string& shapes_file, const s
   return summary.failed == 0 ? 0 : kFailure;
 }
 
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"\n") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return quoted + "\"";
+}
+
+int run_show(const std::string& db, const std::string& kernel, const std::string& device, bool json, bool csv) {
+  const auto winners = gmjit::cached_winners(db, kernel, device);
+  auto margin = [](const gmjit::CachedWinner& w) {
+    return w.runner_up_ms > 0 ? 100 * (w.runner_up_ms / w.median_ms - 1) : 0.0;
+  };
+  if (json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& w : winners) {
+      out.push_back({{"device", w.device_name}, {"device_key", w.device_key}, {"kernel", w.kernel},
+                     {"dtype", w.dtype}, {"shape", w.shape}, {"config", w.config}, {"median_ms", w.median_ms},
+                     {"trials", w.trial_count},
+                     {"runner_up_ms", w.runner_up_ms > 0 ? nlohmann::json(w.runner_up_ms) : nlohmann::json()},
+                     {"margin_percent", w.runner_up_ms > 0 ? nlohmann::json(margin(w)) : nlohmann::json()},
+                     {"tuned_at", w.tuned_at}});
+    }
+    std::cout << nlohmann::json{{"winners", out}}.dump(2) << "\n";
+    return 0;
+  }
+  if (csv) {
+    std::printf("device,device_key,kernel,dtype,shape,config,median_ms,trials,runner_up_ms,margin_percent,tuned_at\n");
+    for (const auto& w : winners) {
+      std::printf("%s,%s,%s,%s,%s,%s,%.6f,%d,%.6f,%.2f,%lld\n", csv_field(w.device_name).c_str(), w.device_key.c_str(),
+                  w.kernel.c_str(), w.dtype.c_str(), csv_field(gmjit::format_assignments(w.shape)).c_str(),
+                  csv_field(gmjit::format_assignments(w.config)).c_str(), w.median_ms, w.trial_count,
+                  w.runner_up_ms, margin(w), static_cast<long long>(w.tuned_at));
+    }
+    return 0;
+  }
+  std::printf("%-14s %-11s %-5s %-24s %-44s %10s %6s %8s\n", "device", "kernel", "dtype", "shape", "winner",
+              "median ms", "trials", "margin");
+  for (const auto& w : winners) {
+    const std::string margin_text = w.runner_up_ms > 0 ? std::to_string(margin(w)).substr(0, 5) + "%" : "-";
+    std::printf("%-14s %-11s %-5s %-24s %-44s %10.4f %6d %8s\n", w.device_name.substr(0, 14).c_str(),
+                w.kernel.c_str(), w.dtype.c_str(), gmjit::format_assignments(w.shape).c_str(),
+                gmjit::format_assignments(w.config).c_str(), w.median_ms, w.trial_count, margin_text.c_str());
+  }
+  std::printf("%zu winners\n", winners.size());
+  return 0;
+}
+
+std::int64_t parse_size(const std::string& text) {
+  std::size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    throw gmjit::Error(gmjit::ErrorKind::usage, 0, "'" + text + "': not a size (e.g. 512M, 2G, 1048576)");
+  }
+  const std::string unit = text.substr(used);
+  const double scale = unit.empty() || unit == "B" ? 1
+                       : unit == "K" || unit == "KiB" ? 1024.0
+                       : unit == "M" || unit == "MiB" ? 1048576.0
+                       : unit == "G" || unit == "GiB" ? 1073741824.0
+                                                       : -1;
+  if (scale < 0 || value < 0) {
+    throw gmjit::Error(gmjit::ErrorKind::usage, 0, "'" + text + "': not a size (e.g. 512M, 2G, 1048576)");
+  }
+  return static_cast<std::int64_t>(value * scale);
+}
+
+void print_exchange(const char* verb, const gmjit::ExchangeSummary& s) {
+  std::printf("%s: %zu trials added, %zu winners changed, %zu binaries added, %zu binaries ignored\n", verb,
+              s.trials_added, s.winners_changed, s.binaries_added, s.binaries_ignored);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -272,6 +344,35 @@ int main(int argc, char** argv) {
   sweep->add_flag("--dry-run", dry_run, "list the problems and stop");
   sweep->add_flag("--retune", retune, "tune problems that already have a winner");
 
+  std::string device_filter, file, into, max_size;
+  bool csv = false, with_binaries = false, trust_binaries = false;
+  std::vector<std::string> sources;
+  const std::string db_help = "cache file (default: $GMJIT_CACHE, $XDG_CACHE_HOME/gmjit/gmjit.db, ~/.cache/gmjit/gmjit.db)";
+  auto* show = app.add_subcommand("show", "winners with trial counts and the margin over the runner-up");
+  show->add_option("--kernel", kernel, "only this kernel");
+  show->add_option("--device", device_filter, "only devices whose name or fingerprint contains this");
+  auto* show_json = show->add_flag("--json", json, "JSON output");
+  show->add_flag("--csv", csv, "CSV output")->excludes(show_json);
+  show->add_option("--db", db, db_help);
+  auto* export_cmd = app.add_subcommand("export", "write the cache's devices, problems, trials and winners as JSON");
+  export_cmd->add_option("file", file, "output file")->required();
+  export_cmd->add_flag("--with-binaries", with_binaries, "include the cached cubins");
+  export_cmd->add_option("--db", db, db_help);
+  auto* import_cmd = app.add_subcommand("import", "add an export's trials and faster winners to the cache");
+  import_cmd->add_option("file", file, "an export of gmtune export")->required();
+  import_cmd->add_flag("--trust-binaries", trust_binaries,
+                       "accept cubins whose checksum holds and whose compile key this toolkit reproduces");
+  import_cmd->add_option("--db", db, db_help);
+  auto* merge = app.add_subcommand("merge", "combine cache files into one");
+  merge->add_option("sources", sources, "cache files to read")->required();
+  merge->add_option("--into", into, "cache file to write")->required();
+  merge->add_flag("--trust-binaries", trust_binaries, "as for import");
+  auto* verify = app.add_subcommand("verify", "check the cache; exit 1 on any problem");
+  verify->add_option("--db", db, db_help);
+  auto* gc = app.add_subcommand("gc", "evict least recently used binaries above a size");
+  gc->add_option("--max-size", max_size, "e.g. 512M, 2G")->required();
+  gc->add_option("--db", db, db_help);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -290,11 +391,38 @@ int main(int argc, char** argv) {
     if (compile->parsed()) return run_compile(kernel, shape, config, dtype, arch, out_dir);
     if (tune->parsed()) return run_tune(kernel, shape, dtype, device, json);
     if (sweep->parsed()) return run_sweep(preset, shapes_file, kernels_filter, db, device, dry_run, retune);
+    if (show->parsed()) return run_show(db, kernel, device_filter, json, csv);
+    if (export_cmd->parsed()) {
+      gmjit::export_cache(db, file, with_binaries);
+      std::printf("exported to %s\n", file.c_str());
+      return 0;
+    }
+    if (import_cmd->parsed()) {
+      print_exchange("import", gmjit::import_cache(db, file, trust_binaries));
+      return 0;
+    }
+    if (merge->parsed()) {
+      print_exchange("merge", gmjit::merge_caches(sources, into, trust_binaries));
+      return 0;
+    }
+    if (verify->parsed()) {
+      const auto check = gmjit::verify_cache(db);
+      for (const auto& problem : check.problems) std::printf("problem: %s\n", problem.c_str());
+      std::printf("%s: %s\n", check.path.c_str(), check.ok ? "ok" : "NOT ok");
+      if (!check.ok) std::cerr << "gmtune: cache check failed: " << check.problems.size() << " problem(s)\n";
+      return check.ok ? 0 : kFailure;
+    }
+    if (gc->parsed()) {
+      const auto r = gmjit::gc_cache(db, parse_size(max_size));
+      std::printf("gc: evicted %zu binaries, %lld -> %lld bytes\n", r.evicted, static_cast<long long>(r.bytes_before),
+                  static_cast<long long>(r.bytes_after));
+      return 0;
+    }
   } catch (const gmjit::Error& e) {
-    std::cerr << "gmtune: " << (e.kind() == gmjit::ErrorKind::usage || e.kind() == gmjit::ErrorKind::driver
-                                    ? e.message()
-                                    : std::string(e.what()))
-              << "\n";
+    // Users get the reason; the failing call and source location matter only for library faults.
+    const bool user_facing = e.kind() == gmjit::ErrorKind::usage || e.kind() == gmjit::ErrorKind::driver ||
+                             e.kind() == gmjit::ErrorKind::cache;
+    std::cerr << "gmtune: " << (user_facing ? e.message() : std::string(e.what())) << "\n";
     if (e.kind() == gmjit::ErrorKind::compile && !e.log().empty()) std::cerr << e.log() << "\n";
     return e.kind() == gmjit::ErrorKind::usage ? kUsage : kFailure;
   } catch (const std::exception& e) {

@@ -8,24 +8,20 @@
 #include <fstream>
 
 #include "cache/store.hpp"
+#include "codegen/compiler.hpp"
 #include "gmjit/device.hpp"
 #include "gmjit/tune.hpp"
 #include "lib/core/device.hpp"
 #include "lib/core/log.hpp"
 #include "templates/registry.hpp"
+#include "tuner/binaries.hpp"
+#include "tuner/keys.hpp"
 
 namespace gmjit {
 namespace {
 
 constexpr const char* kLibraryVersion = "0.1.0";
-// All built-in templates take dense row-major operands.
-constexpr const char* kLayout = "row_major";
-
-std::string problem_key(const Problem& problem, const std::string& template_hash) {
-  const std::string canonical = fmt::format("{}|{}|{}|{}|{}", problem.kernel, template_hash, problem.dtype, kLayout,
-                                            format_assignments(problem.shape));
-  return fmt::format("{:016x}", XXH3_64bits(canonical.data(), canonical.size()));
-}
+constexpr const char* kLayout = tuner::kRowMajor;
 
 std::string to_json_text(const std::map<std::string, std::int64_t>& values) {
   return nlohmann::json(values).dump();
@@ -42,6 +38,17 @@ void check_problem(const Problem& problem, const std::string& where) {
 }
 
 }  // namespace
+
+namespace tuner {
+
+std::string problem_key(const std::string& kernel, const std::string& template_hash, const std::string& dtype,
+                        const std::string& layout, const Shape& shape) {
+  const std::string canonical =
+      fmt::format("{}|{}|{}|{}|{}", kernel, template_hash, dtype, layout, format_assignments(shape));
+  return fmt::format("{:016x}", XXH3_64bits(canonical.data(), canonical.size()));
+}
+
+}  // namespace tuner
 
 std::string default_cache_path() { return cache::default_path().string(); }
 
@@ -134,7 +141,9 @@ SweepSummary sweep(const std::vector<Problem>& requested, const SweepOptions& op
     const Problem& problem = problems[i];
     const auto& kernel = templates::find_kernel(problem.kernel);
     const std::string template_hash = templates::template_hash(kernel.header);
-    const cache::ProblemRecord problem_record{problem_key(problem, template_hash), problem.kernel, template_hash,
+    const cache::ProblemRecord problem_record{
+        tuner::problem_key(problem.kernel, template_hash, problem.dtype, kLayout, problem.shape), problem.kernel,
+        template_hash,
                                               problem.dtype, kLayout, to_json_text(problem.shape)};
     if (!options.retune && store.find_winner(device_record.key, problem_record.key)) {
       ++summary.skipped;
@@ -161,6 +170,9 @@ SweepSummary sweep(const std::vector<Problem>& requested, const SweepOptions& op
     }
     store.record_tuning(device_record, problem_record, trials, report.winner, kLibraryVersion);
     if (report.winner) {
+      // The winner's cubin goes to the binary cache, so a later process launches it without NVRTC.
+      const auto source = codegen::specialize(kernel, problem.shape, problem.dtype, report.trials[*report.winner].config);
+      tuner::store_binary(store, *codegen::shared_compiler().compile(source, device.arch).module);
       ++summary.tuned;
     } else {
       ++summary.failed;

@@ -12,7 +12,9 @@
 #include "lib/core/device.hpp"
 #include "lib/core/module.hpp"
 #include "require_gpu.hpp"
+#include "tuner/binaries.hpp"
 #include "tuner/harness.hpp"
+#include "cache/store.hpp"
 
 namespace gmjit {
 namespace {
@@ -201,6 +203,42 @@ TEST(SM90_Sweep, WritesWinnersAndResumes) {
   const auto second = testing::run_gmtune("sweep --kernels vector_add --db " + db);
   ASSERT_EQ(second.status, 0) << second.err;
   EXPECT_NE(second.out.find("2 already cached"), std::string::npos) << second.out;
+  const auto shown = testing::run_gmtune("show --json --db " + db);
+  ASSERT_EQ(shown.status, 0) << shown.err;
+  const auto winners = nlohmann::json::parse(shown.out)["winners"];
+  ASSERT_EQ(winners.size(), 2u);
+  for (const auto& w : winners) EXPECT_GT(w["trials"].get<int>(), 1);
+  const auto verified = testing::run_gmtune("verify --db " + db);
+  EXPECT_EQ(verified.status, 0) << verified.out << verified.err;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(SM90_BinaryCache, ABinaryThatFailsToLoadIsDeletedAndRecompiled) {
+  GMJIT_REQUIRE_SM90();
+  char pattern[] = "/tmp/gmjit-binaries-XXXXXX";
+  ASSERT_NE(mkdtemp(pattern), nullptr);
+  const std::filesystem::path dir = pattern;
+  detail::Context context(0);
+  const DeviceInfo device = device0();
+  const auto& kernel = templates::find_kernel("vector_add");
+  const auto source = codegen::specialize(kernel, {{"n", 1000}}, "fp32", kernel.default_config);
+  {
+    cache::Store store(dir / "gmjit.db");
+    // Intact checksum, but not a module the driver accepts.
+    cache::BinaryRecord bogus;
+    bogus.compile_key = codegen::compile_key(source, device.arch);
+    bogus.kernel = "vector_add";
+    bogus.arch = device.arch;
+    bogus.cubin.assign(2048, '\x7f');
+    bogus.resources_json = R"({"lowered_name": "nothing"})";
+    store.put_binary(bogus);
+    const auto first = tuner::load_through_cache(store, source, device.arch);
+    EXPECT_FALSE(first.from_cache);
+    ASSERT_NE(first.kernel, nullptr);
+    EXPECT_GT(first.kernel->attributes().registers, 0);
+    const auto second = tuner::load_through_cache(store, source, device.arch);
+    EXPECT_TRUE(second.from_cache) << "the recompiled binary replaced the bad one";
+  }
   std::filesystem::remove_all(dir);
 }
 

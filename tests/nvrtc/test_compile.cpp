@@ -25,6 +25,10 @@ struct Case {
   Shape shape;
 };
 
+void PrintTo(const Case& c, std::ostream* out) {
+  *out << c.kernel << " " << c.dtype << " " << format_assignments(c.shape);
+}
+
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   std::string name = info.param.kernel + "_" + info.param.dtype;
   for (const auto& [k, v] : info.param.shape) name += "_" + k + std::to_string(v);

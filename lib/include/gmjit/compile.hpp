@@ -37,6 +37,7 @@ struct CompileResult {
   std::string template_hash;
   double compile_ms = 0;
   bool memory_cache_hit = false;
+  std::string description_json;  ///< identity and resources, as resources_json() returns
 };
 
 /// Throws Error(usage) for a bad request (unknown kernel, shape key, parameter, value outside

@@ -3,6 +3,7 @@
 /// libgmjit: CUDA C++ kernel templates specialized at run time through NVRTC, autotuned on the
 /// live GPU, with the winners kept in a SQLite cache. Include this one header.
 
+#include "gmjit/cache.hpp"
 #include "gmjit/compile.hpp"
 #include "gmjit/device.hpp"
 #include "gmjit/error.hpp"

@@ -1,0 +1,66 @@
+#pragma once
+/// @file exchange.hpp
+/// Moving tuning results between caches: JSON export and import, and merging cache files.
+///
+/// The export document is {"format": "gmjit-cache-export", "version": 1, "devices", "kernels",
+/// "problems", "trials", "winners", and with binaries "binaries"}. Trials name their device and
+/// problem by key; a winner names its trial by index into "trials"; a binary carries its cubin in
+/// base64 ("cubin_base64") and its checksum.
+
+#include <cstddef>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "cache/store.hpp"
+
+namespace gmjit::cache {
+
+/// How an import treats what it reads.
+struct ImportOptions {
+  /// Binaries are ignored unless this is set; then each must also pass its checksum and
+  /// accept_binary.
+  bool trust_binaries = false;
+  /// When set, every kernel of the document must be known, or the import is refused.
+  std::function<bool(const std::string& kernel)> known_kernel;
+  /// When set, a trusted binary is kept only if this accepts it (e.g. its compile key matches what
+  /// this toolkit would produce).
+  std::function<bool(const BinaryRecord&)> accept_binary;
+};
+
+/// What an import or merge changed.
+struct ImportResult {
+  std::size_t trials_added = 0;
+  std::size_t winners_changed = 0;  ///< winners added, or replaced by a faster one
+  std::size_t binaries_added = 0;
+  std::size_t binaries_ignored = 0;  ///< untrusted, failing checksum or accept_binary, or present
+};
+
+/// Writes the cache as JSON to `out`, through a temporary file in the same directory renamed into
+/// place, so a failed export leaves no partial file.
+/// @throws gmjit::Error (cache) when the file cannot be written
+void export_json(Store& store, const std::filesystem::path& out, bool with_binaries);
+
+/// Imports an export document. The whole document is validated first; then, in one transaction:
+/// devices, kernels and problems are upserted, trials not already present are added (a trial's
+/// identity is its device, problem, config_json, status, median_ms, tuned_at, library_version and
+/// occurrence, the count of identical trials before it; a UNIQUE index enforces it, so importing a
+/// file twice changes nothing), and per (device, problem) the winner with the smaller median_ms
+/// among the current and the imported one is kept (the current one on a tie).
+/// @throws gmjit::Error (usage) with a one-line message naming what is wrong (malformed or
+///   truncated JSON, another format or version, a missing or mistyped field, an unknown kernel);
+///   the cache is then untouched. (cache) when SQLite fails; nothing is written then either.
+ImportResult import_json(Store& store, const std::filesystem::path& in,
+                         const ImportOptions& options);
+
+/// Reads each source cache read-only (schema 1 or newer, up to this library's) and applies it to
+/// `target` with the rules of import_json. Every source is read and validated before anything is
+/// written, and all are applied in one transaction: a merge that throws leaves target untouched.
+/// Untrusted binaries are counted as ignored without being read.
+/// @throws gmjit::Error (cache) for a source that cannot be opened or is not a gmjit cache (or has
+///   a newer schema); (usage) as import_json.
+ImportResult merge_into(Store& target, const std::vector<std::filesystem::path>& sources,
+                        const ImportOptions& options);
+
+}  // namespace gmjit::cache
