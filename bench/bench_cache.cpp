@@ -120,6 +120,11 @@ int main() {
   std::printf("%-58s %12.1f\n", fmt::format("binary fetch by compile key ({:.0f} KiB cubin)", cubin_bytes / 1024.0).c_str(),
               fetch);
   std::printf("%-58s %12.1f\n", "lookup + compile key + fetch (up to an unloaded module)", warm);
+  const double open = median_us(50, [&] { cache::Store reopened(db); });
+  std::printf("%-58s %12.1f\n",
+              fmt::format("open the cache ({:.0f} KiB file: checks, quick_check, WAL)",
+                          std::filesystem::file_size(db) / 1024.0).c_str(),
+              open);
 
   if (status.available) {
     // From opening the cache to the tuned kernel's first launch having completed.
