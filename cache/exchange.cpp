@@ -593,17 +593,7 @@ void apply(Store& store, const Document& doc, const ImportOptions& options, Impo
       Reset reset{s};
       s.bind(1, did);
       s.bind(2, pid);
-      s.bind(3, t.config_json);
-      s.bind(4, t.status);
-      s.bind(5, t.median_ms);
-      s.bind(6, t.spread);
-      s.bind(7, t.repetitions);
-      s.bind(8, t.verify_error);
-      s.bind(9, t.compile_ms);
-      s.bind(10, t.registers);
-      s.bind(11, t.spill_bytes);
-      s.bind(12, t.shared_bytes);
-      s.bind(13, t.detail);
+      bind_trial(s, t);
       s.bind(14, row.tuned_at);
       s.bind(15, row.library_version);
       s.bind(16, row.occurrence);

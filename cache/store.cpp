@@ -375,19 +375,6 @@ Connection open_private(const fs::path& path, int busy_timeout_ms) {
   return Connection(path, Connection::Access::read_write, busy_timeout_ms);
 }
 
-void bind_trial(Statement& s, const TrialRecord& t) {
-  s.bind(3, t.config_json);
-  s.bind(4, t.status);
-  s.bind(5, t.median_ms);
-  s.bind(6, t.spread);
-  s.bind(7, t.repetitions);
-  s.bind(8, t.verify_error);
-  s.bind(9, t.compile_ms);
-  s.bind(10, t.registers);
-  s.bind(11, t.spill_bytes);
-  s.bind(12, t.shared_bytes);
-  s.bind(13, t.detail);
-}
 
 void require_json(const std::string& text, std::string_view what) {
   if (!nlohmann::json::accept(text)) {
@@ -447,6 +434,20 @@ WinnerRecord read_winner(const Query& q) {
 }
 
 }  // namespace
+
+void bind_trial(Statement& s, const TrialRecord& t) {
+  s.bind(3, t.config_json);
+  s.bind(4, t.status);
+  s.bind(5, t.median_ms);
+  s.bind(6, t.spread);
+  s.bind(7, t.repetitions);
+  s.bind(8, t.verify_error);
+  s.bind(9, t.compile_ms);
+  s.bind(10, t.registers);
+  s.bind(11, t.spill_bytes);
+  s.bind(12, t.shared_bytes);
+  s.bind(13, t.detail);
+}
 
 fs::path default_path() {
   if (const char* explicit_path = std::getenv("GMJIT_CACHE"); explicit_path && *explicit_path) {

@@ -176,6 +176,10 @@ class Statement {
   sqlite3_stmt* stmt_ = nullptr;
 };
 
+/// Binds a trial's measured fields to parameters 3..13 of an INSERT INTO trials, in the column
+/// order both the store and an import use.
+void bind_trial(Statement& statement, const TrialRecord& trial);
+
 /// BEGIN IMMEDIATE on construction; rolls back on destruction unless commit() succeeded.
 class Transaction {
  public:
