@@ -697,7 +697,58 @@ void Store::open_checked() {
   }
 }
 
+namespace {
+
+// What a clean quick_check vouches for: the database file and its -wal exactly as they were
+// (device, inode, size, modification time; not the change time, which opening a store updates
+// when it enforces the file mode). An empty -wal holds nothing, and readers
+// recreate it with a new inode on every open, so it counts only by being empty.
+std::string content_identity(const fs::path& path) {
+  std::string identity;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return {};
+  identity = fmt::format("db {} {} {} {}.{}", st.st_dev, st.st_ino, st.st_size, st.st_mtim.tv_sec,
+                         st.st_mtim.tv_nsec);
+  const std::string wal = path.string() + "-wal";
+  if (::stat(wal.c_str(), &st) == 0 && st.st_size > 0) {
+    identity += fmt::format("; wal {} {} {} {}.{}", st.st_dev, st.st_ino, st.st_size, st.st_mtim.tv_sec,
+                            st.st_mtim.tv_nsec);
+  }
+  return identity;
+}
+
+fs::path checked_marker(const fs::path& path) { return path.string() + ".checked"; }
+
+std::string read_marker(const fs::path& marker) {
+  std::string text(512, '\0');
+  const int fd = ::open(marker.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return {};
+  const ssize_t n = ::read(fd, text.data(), text.size());
+  ::close(fd);
+  text.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+  return text;
+}
+
+// Best effort: without the marker the next open simply checks again.
+void write_marker(const fs::path& marker, const std::string& identity) {
+  const std::string temporary = marker.string() + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return;
+  const bool written = ::write(fd, identity.data(), identity.size()) == static_cast<ssize_t>(identity.size());
+  ::close(fd);
+  if (!written || ::rename(temporary.c_str(), marker.c_str()) != 0) ::unlink(temporary.c_str());
+}
+
+}  // namespace
+
+// PRAGMA quick_check reads the whole file, which at every process start would cost more than
+// the rest of the warm path together (1.3 of 1.4 ms for a 480 KiB cache on the build machine).
+// A file unchanged since its last clean check is not checked again; any write, truncation or
+// replacement changes its identity and brings the check back.
 void Store::check_quick() {
+  const fs::path marker = checked_marker(path_);
+  const std::string identity = content_identity(path_);
+  if (!identity.empty() && read_marker(marker) == identity) return;
   std::string reason;
   int rows = 0;
   {
@@ -711,8 +762,10 @@ void Store::check_quick() {
   }
   if (rows > 0) {
     if (rows > 3) reason += fmt::format("; and {} more", rows - 3);
+    ::unlink(marker.c_str());
     throw CorruptFile{"quick_check: " + reason};
   }
+  if (!identity.empty()) write_marker(marker, identity);
 }
 
 const std::optional<fs::path>& Store::quarantined() const { return quarantined_; }

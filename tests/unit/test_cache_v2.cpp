@@ -623,6 +623,26 @@ TEST_F(CacheCorruption, DamagedPageFailingQuickCheckIsQuarantined) {
   expect_quarantined(bytes);
 }
 
+// Opens skip quick_check for a file unchanged since its last clean check; damage written after
+// that check must still be found.
+TEST_F(CacheCorruption, DamageAfterARecordedCleanCheckIsStillQuarantined) {
+  {
+    Store store(path_);
+    store.record_tuning(device(), problem("p1"), {ok_trial(64, 1.0)}, 0, "v");
+  }
+  { Store store(path_); }  // the steady state: checked clean, marker matches
+  { Store store(path_); }
+  const fs::path marker = path_.string() + ".checked";
+  ASSERT_TRUE(fs::exists(marker));
+  std::string bytes = read_bytes(path_);
+  ASSERT_GE(bytes.size(), 8192u);
+  bytes.replace(4096, 4096, random_bytes(4096, 11));
+  write_bytes(path_, bytes);
+  Store store(path_);
+  EXPECT_TRUE(store.quarantined().has_value());
+  EXPECT_FALSE(store.find_winner("dev-h200", "p1").has_value()) << "a fresh cache replaced the damaged one";
+}
+
 TEST_F(CacheCorruption, WalAndShmTravelWithTheCorruptFile) {
   const std::string bytes = random_bytes(8192, 3);
   const std::string wal = random_bytes(5000, 4);
