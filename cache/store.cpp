@@ -1172,6 +1172,10 @@ std::optional<BinaryRecord> Store::get_binary(const std::string& compile_key) {
     return std::nullopt;
   }
   const std::int64_t now = now_milliseconds();
+  // gc needs recency to the minute, not the millisecond. Rewriting last_used on every hit would
+  // also change the file on every warm start, and a changed file is quick_checked again at its
+  // next open (see check_quick).
+  if (now - b.last_used < options_.last_use_resolution_ms) return b;
   try {
     Query q(statement("UPDATE binaries SET last_used = ?2 WHERE compile_key = ?1"));
     q->bind(1, compile_key);

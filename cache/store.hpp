@@ -108,6 +108,9 @@ struct StoreOptions {
   /// Error(cache) "database is locked". Longer than any single write of a tuning run, so
   /// concurrent tuners queue instead of failing.
   int busy_timeout_ms = 10'000;
+  /// Granularity of a binary's last use, which gc evicts by: a hit within it of the recorded use
+  /// writes nothing, so warm starts leave the file unchanged (and skip the next open's check).
+  std::int64_t last_use_resolution_ms = 60'000;
 };
 
 /// Hex XXH3-64 of `data`, as stored in BinaryRecord::checksum.

@@ -345,8 +345,21 @@ TEST_F(CacheBinaries, CorruptCubinIsDeletedAndNeverServed) {
   EXPECT_TRUE(store.verify().ok);
 }
 
-TEST_F(CacheBinaries, GcHonoursCapAndEvictsLeastRecentlyUsedFirst) {
+TEST_F(CacheBinaries, HitsWithinTheResolutionDoNotWrite) {
   Store store(path_);
+  store.put_binary(binary("k", 1000));
+  const auto first = store.get_binary("k");
+  ASSERT_TRUE(first.has_value());
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const auto second = store.get_binary("k");
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(second->last_used, first->last_used);
+}
+
+TEST_F(CacheBinaries, GcHonoursCapAndEvictsLeastRecentlyUsedFirst) {
+  StoreOptions every_hit;
+  every_hit.last_use_resolution_ms = 0;
+  Store store(path_, every_hit);
   for (const char* key : {"a", "b", "c", "d"}) {
     BinaryRecord b = binary(key, 1000);
     b.ptx.clear();
