@@ -4,12 +4,12 @@
 
 #include "templates/registry.hpp"
 
-// Provisional until the template's exact rules are written down.
-#define GMJIT_SGEMM_CONSTRAINTS_DOC "threads = (bm/tm)*(bn/tn) in [32, 1024]; (bm+bn)*bk <= 48*threads"
-#define GMJIT_SGEMM_VALID threads >= 32 && threads <= 1024 && (bm + bn) * bk <= 48 * threads
-
 namespace gmjit::templates {
 namespace {
+
+// The static_asserts of sgemm.cuh: the load mappings need at least a warp, and each thread holds
+// at most 48 floats of the next k-tile in registers (beyond that ptxas spills).
+constexpr const char* kConstraints = "threads = (bm/tm)*(bn/tn) in [32, 1024]; (bm+bn)*bk <= 48*threads";
 
 bool even_tiles(const Config& c, const Shape& s) {
   return s.at("m") % c.at("bm") == 0 && s.at("n") % c.at("bn") == 0 && s.at("k") % c.at("bk") == 0;
@@ -33,12 +33,14 @@ KernelDescriptor sgemm_descriptor() {
       {"vec", {0, 1}, "16-byte global loads and stores (needs k and n multiples of 4)"},
   };
   d.default_config = {{"bm", 64}, {"bn", 64}, {"bk", 8}, {"tm", 4}, {"tn", 4}, {"vec", 0}};
-  d.constraints_doc = GMJIT_SGEMM_CONSTRAINTS_DOC;
+  d.constraints_doc = kConstraints;
   d.violation = [](const Config& c, const Shape& s) -> std::string {
     const std::int64_t bm = c.at("bm"), bn = c.at("bn"), bk = c.at("bk"), tm = c.at("tm"), tn = c.at("tn"),
                        vec = c.at("vec");
     const std::int64_t threads = (bm / tm) * (bn / tn);
-    if (!(GMJIT_SGEMM_VALID)) return fmt::format("tile shape invalid: {}", GMJIT_SGEMM_CONSTRAINTS_DOC);
+    if (threads < 32 || threads > 1024 || (bm + bn) * bk > 48 * threads) {
+      return fmt::format("tile shape invalid: {}", kConstraints);
+    }
     if (vec != 0 && (s.at("k") % 4 != 0 || s.at("n") % 4 != 0)) {
       return "vec=1 needs k and n to be multiples of 4";
     }
@@ -46,7 +48,6 @@ KernelDescriptor sgemm_descriptor() {
     if (s.at("m") * s.at("k") >= limit || s.at("k") * s.at("n") >= limit || s.at("m") * s.at("n") >= limit) {
       return "matrices of 2^31 elements or more need 64-bit indexing, which this template lacks";
     }
-    (void)threads;
     return {};
   };
   d.name_expression = [](const Config& c, const Shape& s, const DtypeInfo&) {

@@ -17,12 +17,16 @@
 #include <vector>
 
 #include "cache/store.hpp"
+#include "cache_test_support.hpp"
 #include "gmjit/error.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 using gmjit::Error;
+using gmjit::cache_test::capture_error;
+using gmjit::cache_test::RawDb;
+using gmjit::cache_test::read_bytes;
 using gmjit::ErrorKind;
 using gmjit::cache::DeviceRecord;
 using gmjit::cache::ProblemRecord;
@@ -36,68 +40,11 @@ std::int64_t now_seconds() {
       .count();
 }
 
-// Returns the gmjit::Error that `f` throws; records a failure when it throws none.
-template <class F>
-Error capture_error(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected a gmjit::Error, nothing was thrown";
-  return Error(ErrorKind::driver, 0, "<nothing thrown>");
-}
-
-std::string read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
 unsigned mode_of(const fs::path& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return 0xFFFFFFFFu;
   return st.st_mode & 07777;
 }
-
-// Raw SQLite access, independent of the Store, to look at what really is in the file.
-class RawDb {
- public:
-  explicit RawDb(const fs::path& path, bool writable = false) {
-    const int flags =
-        writable ? (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) : SQLITE_OPEN_READONLY;
-    if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
-      ADD_FAILURE() << "cannot open " << path << ": " << sqlite3_errmsg(db_);
-    }
-  }
-  RawDb(const RawDb&) = delete;
-  RawDb& operator=(const RawDb&) = delete;
-  ~RawDb() { sqlite3_close_v2(db_); }
-
-  void exec(const std::string& sql) {
-    char* err = nullptr;
-    if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
-      ADD_FAILURE() << sql << ": " << (err ? err : "?");
-    }
-    sqlite3_free(err);
-  }
-
-  std::int64_t integer(const std::string& sql) {
-    sqlite3_stmt* stmt = nullptr;
-    std::int64_t value = -1;
-    if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &stmt, nullptr) != SQLITE_OK) {
-      ADD_FAILURE() << sql << ": " << sqlite3_errmsg(db_);
-    } else if (sqlite3_step(stmt) == SQLITE_ROW) {
-      value = sqlite3_column_int64(stmt, 0);
-    } else {
-      ADD_FAILURE() << sql << ": no row: " << sqlite3_errmsg(db_);
-    }
-    sqlite3_finalize(stmt);
-    return value;
-  }
-
- private:
-  sqlite3* db_ = nullptr;
-};
 
 // Sets or unsets environment variables for one test and restores the previous values after.
 class EnvGuard {
@@ -212,7 +159,7 @@ TEST_F(CacheTest, CreateAndReopenKeepsData) {
   ASSERT_EQ(stored.size(), 2u);
   expect_same_trial(trials[0], stored[0]);
   expect_same_trial(trials[1], stored[1]);
-  RawDb raw(path_);
+  RawDb raw(path_, /*writable=*/false);
   EXPECT_EQ(raw.integer("PRAGMA user_version"), Store::kSchemaVersion);
   EXPECT_EQ(raw.integer("PRAGMA application_id"), Store::kApplicationId);
 }
@@ -276,7 +223,7 @@ TEST_F(CacheTest, SecondRecordReplacesWinnerAndKeepsAllTrials) {
   EXPECT_EQ(stored[4].config_json, R"({"tile":192})");
 
   EXPECT_EQ(store.winners().size(), 1u);
-  RawDb raw(path_);
+  RawDb raw(path_, /*writable=*/false);
   EXPECT_EQ(raw.integer("SELECT count(*) FROM winners"), 1);
   EXPECT_EQ(raw.integer("SELECT count(*) FROM devices"), 1);
   EXPECT_EQ(raw.integer("SELECT count(*) FROM problems"), 1);
@@ -312,7 +259,7 @@ TEST_F(CacheTest, FailedRecordRollsBackEverything) {
   EXPECT_FALSE(store.find_winner("dev-new", "prob-new").has_value());
   EXPECT_TRUE(store.trials("dev-new", "prob-new").empty());
   {
-    RawDb raw(path_);
+    RawDb raw(path_, /*writable=*/false);
     EXPECT_EQ(raw.integer("SELECT count(*) FROM devices"), 1);
     EXPECT_EQ(raw.integer("SELECT count(*) FROM problems"), 1);
     EXPECT_EQ(raw.integer("SELECT count(*) FROM kernels"), 1);
@@ -380,7 +327,7 @@ TEST_F(CacheTest, NewerSchemaRefusedAndFileLeftByteIdentical) {
   EXPECT_NE(e.message().find(path_.string()), std::string::npos) << e.what();
   EXPECT_EQ(read_bytes(path_), before);
   EXPECT_FALSE(fs::exists(fs::path(path_.string() + "-wal")));
-  RawDb raw(path_);
+  RawDb raw(path_, /*writable=*/false);
   EXPECT_EQ(raw.integer("PRAGMA user_version"), Store::kSchemaVersion + 1);
 }
 
@@ -462,7 +409,7 @@ TEST_F(CacheTest, CreatesDirectoriesAndFileWithPrivateModes) {
   EXPECT_EQ(mode_of(dir_ / "a"), 0700u);
   EXPECT_EQ(mode_of(dir_ / "a" / "b"), 0700u);
   EXPECT_EQ(mode_of(nested), 0600u);
-  RawDb raw(nested);
+  RawDb raw(nested, /*writable=*/false);
   EXPECT_EQ(raw.integer("SELECT count(*) FROM winners"), 1);
 }
 

@@ -29,6 +29,7 @@
 
 #include "cache/exchange.hpp"
 #include "cache/store.hpp"
+#include "cache_test_support.hpp"
 #include "gmjit/error.hpp"
 #include "lib/core/log.hpp"
 
@@ -41,6 +42,9 @@ namespace fs = std::filesystem;
 constexpr int kCrashProblems = 8000;
 
 using gmjit::Error;
+using gmjit::cache_test::capture_error;
+using gmjit::cache_test::RawDb;
+using gmjit::cache_test::read_bytes;
 using gmjit::ErrorKind;
 using gmjit::cache::BinaryRecord;
 using gmjit::cache::DeviceRecord;
@@ -51,22 +55,6 @@ using gmjit::cache::Store;
 using gmjit::cache::StoreOptions;
 using gmjit::cache::TrialRecord;
 using gmjit::cache::WinnerRecord;
-
-template <class F>
-Error capture_error(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected a gmjit::Error, nothing was thrown";
-  return Error(ErrorKind::driver, 0, "<nothing thrown>");
-}
-
-std::string read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 void write_bytes(const fs::path& path, const std::string& bytes) {
   {
@@ -82,51 +70,6 @@ std::string random_bytes(std::size_t n, unsigned seed) {
   for (char& c : bytes) c = static_cast<char>(rng() & 0xff);
   return bytes;
 }
-
-class RawDb {
- public:
-  explicit RawDb(const fs::path& path) {
-    if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) !=
-        SQLITE_OK) {
-      ADD_FAILURE() << "cannot open " << path << ": " << sqlite3_errmsg(db_);
-    }
-    sqlite3_busy_timeout(db_, 10'000);
-  }
-  RawDb(const RawDb&) = delete;
-  RawDb& operator=(const RawDb&) = delete;
-  ~RawDb() { sqlite3_close_v2(db_); }
-
-  void exec(const std::string& sql) {
-    char* err = nullptr;
-    if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
-      ADD_FAILURE() << sql << ": " << (err ? err : "?");
-    }
-    sqlite3_free(err);
-  }
-
-  std::int64_t integer(const std::string& sql) {
-    const auto v = text(sql);
-    return v.empty() ? -1 : std::stoll(v);
-  }
-
-  std::string text(const std::string& sql) {
-    sqlite3_stmt* stmt = nullptr;
-    std::string value;
-    if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &stmt, nullptr) != SQLITE_OK) {
-      ADD_FAILURE() << sql << ": " << sqlite3_errmsg(db_);
-    } else if (sqlite3_step(stmt) == SQLITE_ROW) {
-      const auto* t = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
-      value = t ? t : "";
-    } else {
-      ADD_FAILURE() << sql << ": no row: " << sqlite3_errmsg(db_);
-    }
-    sqlite3_finalize(stmt);
-    return value;
-  }
-
- private:
-  sqlite3* db_ = nullptr;
-};
 
 // Collects what the library logs while it lives.
 class LogCapture {
