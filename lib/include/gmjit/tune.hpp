@@ -15,15 +15,32 @@ namespace gmjit {
 /// The outcome of one candidate configuration (names match the cache's status column).
 enum class TrialStatus { ok, compile_failed, invalid, launch_failed, crashed, timeout, wrong_result };
 const char* to_string(TrialStatus status);
+/// Throws Error(usage) for a name that is not a status.
+TrialStatus parse_trial_status(const std::string& name);
+
+/// How candidates are chosen and ordered (see TuneOptions for the budget).
+enum class Strategy {
+  exhaustive,  ///< every valid configuration, in domain order
+  random,      ///< a seeded shuffle of the valid configurations
+  model,       ///< ranked by an analytic estimate, timed briefly, the best half re-timed (successive halving)
+  transfer,    ///< the winners of the nearest cached shapes first, then as `model`
+};
+const char* to_string(Strategy strategy);
+/// Throws Error(usage) listing the strategies.
+Strategy parse_strategy(const std::string& name);
 
 struct TrialReport {
   Config config;
   TrialStatus status = TrialStatus::ok;
   double median_ms = 0;
-  double spread = 0;  ///< interquartile range over the median
-  int repetitions = 0;
-  double verify_error = 0;  ///< relative L2 error against the reference
+  double spread = 0;       ///< interquartile range over the median
+  double ci_percent = 0;   ///< half-width of the median's 95% confidence interval, % of the median
+  int repetitions = 0;     ///< timed samples
+  int batch = 1;           ///< launches per sample (short kernels are timed as a batch)
+  double verify_error = 0; ///< relative L2 error against the reference
   double compile_ms = 0;
+  bool binary_cached = false;  ///< the cubin came from the binary cache
+  bool resumed = false;        ///< measured by an earlier, interrupted run and not re-run
   ResourceUsage resources;
   std::string detail;  ///< why it failed, for any status but ok
 };
@@ -36,24 +53,59 @@ struct Problem {
   std::string label;  ///< where the shape came from ("from" in a shapes file)
 };
 
+/// One point of the best-so-far curve: after `evaluations` timed candidates and `seconds` of
+/// tuning, the fastest verified median was `best_ms`.
+struct BestSoFar {
+  std::size_t evaluations = 0;
+  double seconds = 0;
+  double best_ms = 0;
+};
+
 struct TuneReport {
   Problem problem;
   std::string device_name;
+  std::string device_key;  ///< the device fingerprint the results are valid for
+  Strategy strategy = Strategy::exhaustive;
   std::vector<TrialReport> trials;
-  std::optional<std::size_t> winner;  ///< index into trials
+  std::optional<std::size_t> winner;     ///< index into trials
+  std::optional<std::size_t> runner_up;  ///< index into trials
+  std::size_t valid_candidates = 0;      ///< configurations that passed the constraints
+  std::size_t evaluations = 0;           ///< candidates compiled, verified and timed (the budget's unit)
+  std::size_t worker_restarts = 0;       ///< workers replaced after a crash or a hang
+  std::vector<BestSoFar> curve;
   double wall_seconds = 0;
 };
 
 struct TuneOptions {
   int device = 0;
   std::uint64_t seed = 1;
-  double max_seconds_per_candidate = 0.5;  ///< cap on timing repetitions of one candidate
+  Strategy strategy = Strategy::model;
+  std::size_t max_evaluations = 0;  ///< budget in evaluated candidates; 0: no limit
+  double max_seconds = 0;           ///< budget in wall seconds; 0: no limit
+  double max_seconds_per_candidate = 0.5;  ///< cap on the timing repetitions of one candidate
+  double target_ci_percent = 1.0;   ///< stop timing once the median's 95% CI is within this
+  std::size_t retime_top = 3;       ///< the fastest few are re-timed interleaved before choosing
+  unsigned compile_threads = 0;     ///< 0: every core
+  double watchdog_seconds = 20;     ///< a worker silent this long on one request is killed
+  /// Cache file for compiled binaries and (strategy transfer) the nearest tuned shapes; empty:
+  /// no cache is read or written by tune().
+  std::string db_path;
+  /// Trials an interrupted run already measured: their configurations are not run again.
+  std::vector<TrialReport> prior_trials;
+  /// The configuration currently cached as the winner: it keeps its place unless beaten by
+  /// more than the measurement noise.
+  std::optional<Config> incumbent;
+  /// Run candidates on a simulated device in the worker (no GPU needed): for tests of the
+  /// search, the worker protocol and the watchdog. Also set by GMJIT_SIMULATED_DEVICE=1.
+  bool simulated_device = false;
   std::function<void(const TrialReport&)> on_trial;  ///< progress, called as each trial ends
 };
 
-/// Exhaustive search of the valid configurations: compiles on all cores, verifies each candidate
-/// against the reference before timing it, times with L2 flushed, picks the fastest verified.
-/// Throws Error(usage) for a bad problem and Error(driver) when no device is present.
+/// Searches the valid configurations with the chosen strategy. Compiles run on a thread pool and
+/// overlap the benchmarking; every candidate runs in a separate worker process (one per GPU)
+/// that verifies it against the reference before timing it, and a candidate that crashes,
+/// hangs or computes a wrong result is recorded and never wins. Throws Error(usage) for a bad
+/// problem and Error(driver) when no device is present.
 TuneReport tune(const Problem& problem, const TuneOptions& options = {});
 
 /// Problems of a shapes file (see DESIGN.md), keeping only sweeps of `only_kernels` when it is
