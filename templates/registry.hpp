@@ -53,6 +53,16 @@ struct TensorArg {
   bool output;
 };
 
+// What one launch of a configuration costs, for the tuner's analytic model: DRAM bytes moved,
+// flops, how close to peak its inner loop can run, and its per-block footprint.
+struct Work {
+  double bytes = 0;
+  double flops = 0;
+  double compute_efficiency = 1;  // fraction of peak FMA throughput the inner loop can reach
+  std::int64_t shared_bytes = 0;  // per block, static + dynamic
+  int registers = 32;             // per thread, as expected before compiling
+};
+
 struct KernelDescriptor {
   std::string name;
   std::string summary;
@@ -78,6 +88,9 @@ struct KernelDescriptor {
   std::function<LaunchGeometry(const Shape&)> reference_geometry;
   // Largest relative L2 error (||out - ref|| / ||ref||) accepted for a dtype.
   std::function<double(const DtypeInfo&, const Shape&)> tolerance;
+  // Optional: the analytic model's input. Without it the model assumes every tensor is moved
+  // once and ranks by occupancy and waves alone.
+  std::function<Work(const Config&, const Shape&, const DtypeInfo&)> work;
 };
 
 // Every built-in kernel, in catalog order.

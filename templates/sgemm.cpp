@@ -78,6 +78,21 @@ KernelDescriptor sgemm_descriptor() {
     g.block[1] = 16;
     return g;
   };
+  d.work = [](const Config& c, const Shape& s, const DtypeInfo&) {
+    const double m = static_cast<double>(s.at("m")), n = static_cast<double>(s.at("n")), k = static_cast<double>(s.at("k"));
+    const double bm = static_cast<double>(c.at("bm")), bn = static_cast<double>(c.at("bn"));
+    const double tm = static_cast<double>(c.at("tm")), tn = static_cast<double>(c.at("tn"));
+    Work w;
+    // Every block streams its row panel of A and column panel of B; C is written once.
+    w.bytes = 4.0 * (std::ceil(n / bn) * m * k + std::ceil(m / bm) * k * n + m * n);
+    w.flops = 2.0 * m * n * k;
+    // Per k step a thread reads tm + tn floats from shared memory for tm * tn FMAs; under about
+    // 4 FMAs per shared load the loop is bound by shared-memory bandwidth, not the FMA pipes.
+    w.compute_efficiency = std::min(1.0, (tm * tn / (tm + tn)) / 4.0) * (c.at("vec") != 0 ? 1.0 : 0.9);
+    w.shared_bytes = 4 * (c.at("bm") + 4 + c.at("bn")) * c.at("bk") * 2;
+    w.registers = static_cast<int>(tm * tn + tm + tn + 40);
+    return w;
+  };
   // fp32 accumulation over k terms drifts like sqrt(k) ulps in relative L2 terms; a skipped or
   // doubled tile is off by far more than this.
   d.tolerance = [](const DtypeInfo&, const Shape& s) {

@@ -46,6 +46,14 @@ KernelDescriptor vector_add_descriptor() {
     return g;
   };
   // One rounding of the sum: half an ulp relative, with headroom.
+  d.work = [](const Config& c, const Shape& s, const DtypeInfo& t) {
+    Work w;
+    w.bytes = 3.0 * static_cast<double>(s.at("n")) * t.bytes;
+    w.flops = static_cast<double>(s.at("n"));
+    // Each thread keeps `items` vectors of both inputs in flight.
+    w.registers = static_cast<int>(16 + 2 * c.at("items") * std::max<std::int64_t>(1, c.at("vec_bytes") / 4));
+    return w;
+  };
   d.tolerance = [](const DtypeInfo& t, const Shape&) { return t.name == "fp16" ? 1e-3 : 1e-6; };
   return d;
 }

@@ -81,6 +81,8 @@ std::vector<unsigned char> random_bytes(const templates::DtypeInfo& dtype, std::
   return bytes;
 }
 
+}  // namespace
+
 double element(const templates::DtypeInfo& dtype, const unsigned char* bytes, std::int64_t i) {
   if (dtype.bytes == 4) {
     float value = 0;
@@ -92,22 +94,58 @@ double element(const templates::DtypeInfo& dtype, const unsigned char* bytes, st
   return half_to_float(half);
 }
 
-}  // namespace
+std::vector<std::vector<unsigned char>> random_inputs(const templates::KernelDescriptor& kernel, const Shape& shape,
+                                                      const templates::DtypeInfo& dtype, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::vector<unsigned char>> inputs;
+  for (const auto& arg : kernel.tensors(shape)) {
+    if (!arg.output) inputs.push_back(random_bytes(dtype, arg.elements, rng));
+  }
+  return inputs;
+}
+
+Timing summarize(std::vector<double> samples) {
+  Timing timing;
+  const std::size_t n = samples.size();
+  if (n == 0) return timing;
+  std::sort(samples.begin(), samples.end());
+  timing.repetitions = static_cast<int>(n);
+  timing.median_ms = n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
+  timing.spread = (samples[std::min(n - 1, (3 * n) / 4)] - samples[n / 4]) / timing.median_ms;
+  const double half = 0.98 * std::sqrt(static_cast<double>(n));
+  const auto low = static_cast<std::size_t>(std::max(0.0, std::floor(n / 2.0 - half)));
+  const auto high = static_cast<std::size_t>(std::min(n - 1.0, std::ceil(n / 2.0 + half) - 1));
+  timing.ci_percent = 100.0 * 0.5 * (samples[high] - samples[low]) / timing.median_ms;
+  return timing;
+}
+
+int batch_size(double single_ms, const MeasureOptions& options) {
+  if (!(single_ms > 0) || single_ms >= options.batch_below_ms) return 1;
+  return std::clamp(static_cast<int>(std::ceil(options.batch_sample_ms / single_ms)), 2, options.max_batch);
+}
 
 Harness::Harness(const templates::KernelDescriptor& kernel, const Shape& shape, const std::string& dtype,
-                 const DeviceInfo& device, std::uint64_t seed)
+                 const DeviceInfo& device, std::uint64_t seed,
+                 std::optional<std::vector<std::vector<double>>> expected)
     : kernel_(kernel), shape_(shape), dtype_(templates::dtype_info(dtype)) {
   if (dtype_.name == "bf16") throw Error(ErrorKind::usage, 0, "bf16 host data is not supported by the harness yet");
   tolerance_ = kernel.tolerance(dtype_, shape);
-  std::mt19937_64 rng(seed);
+  const auto inputs = random_inputs(kernel, shape, dtype_, seed);
+  std::size_t next_input = 0;
   for (const auto& arg : kernel.tensors(shape)) {
     const std::size_t bytes = static_cast<std::size_t>(arg.elements) * dtype_.bytes;
     Tensor tensor{arg, detail::DeviceBuffer(bytes + (arg.output ? kGuardBytes : 0))};
     if (!arg.output) {
-      const auto host = random_bytes(dtype_, arg.elements, rng);
+      const auto& host = inputs.at(next_input++);
       tensor.buffer.upload(host.data(), host.size());
     }
     tensors_.push_back(std::move(tensor));
+  }
+  // Twice the L2 so that a memset over it evicts every line of the previous run's data.
+  flush_ = detail::DeviceBuffer(static_cast<std::size_t>(std::max<long long>(device.l2_bytes, 1 << 20)) * 2);
+  if (expected) {
+    reference_ = std::move(*expected);
+    return;
   }
 
   // The reference runs once per problem, on the same inputs, into double outputs.
@@ -126,9 +164,6 @@ Harness::Harness(const templates::KernelDescriptor& kernel, const Shape& shape, 
     reference_.push_back(std::move(host));
     break;  // reference kernels produce the first output; templates here have exactly one
   }
-
-  // Twice the L2 so that a memset over it evicts every line of the previous run's data.
-  flush_ = detail::DeviceBuffer(static_cast<std::size_t>(std::max<long long>(device.l2_bytes, 1 << 20)) * 2);
 }
 
 detail::KernelArgs Harness::arguments(CUdeviceptr reference_output) const {
@@ -176,34 +211,51 @@ double Harness::verify(detail::Kernel& kernel, const LaunchGeometry& geometry) {
   return worst;
 }
 
+double Harness::sample(detail::Kernel& kernel, const LaunchGeometry& geometry, detail::KernelArgs& args, int batch) {
+  flush_.fill_bytes(static_cast<unsigned char>(++flush_value_), stream_.get());
+  start_.record(stream_.get());
+  for (int i = 0; i < batch; ++i) detail::launch(kernel, geometry, args, stream_.get());
+  stop_.record(stream_.get());
+  stop_.synchronize();
+  return stop_.elapsed_ms_since(start_) / batch;
+}
+
 Timing Harness::time(detail::Kernel& kernel, const LaunchGeometry& geometry, const MeasureOptions& options) {
   detail::KernelArgs args = arguments();
-  detail::Event start, stop;
   detail::launch(kernel, geometry, args, stream_.get());  // warm-up: instruction cache, TLB
   stream_.synchronize();
+  const int batch = batch_size(sample(kernel, geometry, args, 1), options);
   std::vector<double> samples;
   const auto began = std::chrono::steady_clock::now();
   Timing timing;
   while (static_cast<int>(samples.size()) < options.max_repetitions) {
-    flush_.fill_bytes(static_cast<unsigned char>(samples.size()), stream_.get());
-    start.record(stream_.get());
-    detail::launch(kernel, geometry, args, stream_.get());
-    stop.record(stream_.get());
-    stop.synchronize();
-    samples.push_back(stop.elapsed_ms_since(start));
-    std::vector<double> sorted = samples;
-    std::sort(sorted.begin(), sorted.end());
-    const std::size_t n = sorted.size();
-    timing.median_ms = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
-    timing.spread = (sorted[(3 * n) / 4 < n ? (3 * n) / 4 : n - 1] - sorted[n / 4]) / timing.median_ms;
-    timing.repetitions = static_cast<int>(n);
+    samples.push_back(sample(kernel, geometry, args, batch));
+    const int n = static_cast<int>(samples.size());
+    if (n < options.min_repetitions) continue;
+    timing = summarize(samples);
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
-    if (static_cast<int>(n) >= options.min_repetitions &&
-        (timing.spread <= options.target_spread || elapsed >= options.max_seconds)) {
-      break;
+    if (timing.ci_percent <= options.target_ci_percent || elapsed >= options.max_seconds) break;
+  }
+  timing = summarize(samples);
+  timing.batch = batch;
+  return timing;
+}
+
+std::vector<Timing> Harness::retime(const std::vector<Entrant>& entrants, int rounds) {
+  std::vector<detail::KernelArgs> args(entrants.size(), arguments());
+  std::vector<std::vector<double>> samples(entrants.size());
+  for (int round = 0; round < rounds; ++round) {
+    for (std::size_t k = 0; k < entrants.size(); ++k) {
+      const std::size_t i = (k + static_cast<std::size_t>(round)) % entrants.size();
+      samples[i].push_back(sample(*entrants[i].kernel, entrants[i].geometry, args[i], entrants[i].batch));
     }
   }
-  return timing;
+  std::vector<Timing> timings;
+  for (std::size_t i = 0; i < entrants.size(); ++i) {
+    timings.push_back(summarize(samples[i]));
+    timings.back().batch = entrants[i].batch;
+  }
+  return timings;
 }
 
 }  // namespace gmjit::tuner

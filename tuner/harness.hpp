@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,16 +18,29 @@ namespace gmjit::tuner {
 
 struct Timing {
   double median_ms = 0;
-  double spread = 0;  // interquartile range / median
+  double spread = 0;      // interquartile range / median
+  double ci_percent = 0;  // half-width of the median's 95% confidence interval, % of the median
   int repetitions = 0;
+  int batch = 1;          // launches per sample
 };
 
 struct MeasureOptions {
-  int min_repetitions = 5;
-  int max_repetitions = 100;
-  double max_seconds = 2.0;
-  double target_spread = 0.01;  // stop once the interquartile range is within 1% of the median
+  int min_repetitions = 10;
+  int max_repetitions = 400;
+  double max_seconds = 0.5;
+  double target_ci_percent = 1.0;
+  // A kernel faster than this is timed as back-to-back launches between one pair of events, so
+  // that the launch gap does not decide between candidates.
+  double batch_below_ms = 0.02;
+  double batch_sample_ms = 0.1;  // the length a batched sample aims for
+  int max_batch = 512;
 };
+
+// Median, IQR and a distribution-free 95% confidence interval of the median (the order
+// statistics n/2 -+ 0.98 sqrt(n)), from samples in any order.
+Timing summarize(std::vector<double> samples);
+// Launches per sample for a kernel whose single launch took `single_ms`.
+int batch_size(double single_ms, const MeasureOptions& options);
 
 // Bit-exact IEEE half conversions, round to nearest even, for host-side data.
 std::uint16_t float_to_half(float value);
@@ -34,13 +48,24 @@ float half_to_float(std::uint16_t bits);
 
 class Harness {
  public:
+  // `expected` replaces the reference kernel for kernels verified by a host function: one
+  // vector of doubles per output tensor, computed from random_inputs() with the same seed.
   Harness(const templates::KernelDescriptor& kernel, const Shape& shape, const std::string& dtype,
-          const DeviceInfo& device, std::uint64_t seed);
+          const DeviceInfo& device, std::uint64_t seed,
+          std::optional<std::vector<std::vector<double>>> expected = std::nullopt);
 
   // Relative L2 error of one run of `kernel`; infinity when any output is NaN/inf (unwritten)
   // or a guard byte past an output was overwritten. Launch errors throw Error(launch/driver).
   double verify(detail::Kernel& kernel, const LaunchGeometry& geometry);
   Timing time(detail::Kernel& kernel, const LaunchGeometry& geometry, const MeasureOptions& options);
+  struct Entrant {
+    detail::Kernel* kernel;
+    LaunchGeometry geometry;
+    int batch;
+  };
+  // Times the entrants in turn, `rounds` samples each, rotating the order every round, so a
+  // drift in clocks or temperature lands on all of them alike.
+  std::vector<Timing> retime(const std::vector<Entrant>& entrants, int rounds);
   double tolerance() const { return tolerance_; }
   CUstream stream() const { return stream_.get(); }
 
@@ -51,6 +76,8 @@ class Harness {
   };
   detail::KernelArgs arguments(CUdeviceptr reference_output = 0) const;
   void poison_outputs();
+  // One sample: flush L2, then `batch` launches between two events; milliseconds per launch.
+  double sample(detail::Kernel& kernel, const LaunchGeometry& geometry, detail::KernelArgs& args, int batch);
 
   const templates::KernelDescriptor& kernel_;
   Shape shape_;
@@ -59,8 +86,16 @@ class Harness {
   std::vector<Tensor> tensors_;
   std::vector<std::vector<double>> reference_;  // per output tensor
   detail::DeviceBuffer flush_;
+  detail::Event start_, stop_;
+  unsigned flush_value_ = 0;
   double tolerance_ = 0;
 };
+
+// The inputs a Harness with this seed uploads, host-side: one byte vector per input tensor.
+std::vector<std::vector<unsigned char>> random_inputs(const templates::KernelDescriptor& kernel, const Shape& shape,
+                                                      const templates::DtypeInfo& dtype, std::uint64_t seed);
+// Element i of a host buffer of `dtype`, widened to double.
+double element(const templates::DtypeInfo& dtype, const unsigned char* bytes, std::int64_t i);
 
 // Bytes of guard placed after every output buffer.
 inline constexpr std::size_t kGuardBytes = 256;

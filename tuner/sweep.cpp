@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <limits>
+#include <map>
 
 #include "cache/store.hpp"
 #include "codegen/compiler.hpp"
@@ -16,6 +18,7 @@
 #include "templates/registry.hpp"
 #include "tuner/binaries.hpp"
 #include "tuner/keys.hpp"
+#include "tuner/session.hpp"
 
 namespace gmjit {
 namespace {
@@ -120,6 +123,51 @@ std::vector<Problem> preset_problems(const std::string& name) {
   };
 }
 
+namespace {
+
+cache::TrialRecord trial_record(const TrialReport& trial) {
+  cache::TrialRecord record;
+  record.config_json = to_json_text(trial.config);
+  record.status = to_string(trial.status);
+  record.median_ms = trial.median_ms;
+  record.spread = trial.spread;
+  record.repetitions = trial.repetitions;
+  record.verify_error = std::isfinite(trial.verify_error) ? trial.verify_error : -1.0;
+  record.compile_ms = trial.compile_ms;
+  record.registers = trial.resources.registers;
+  record.spill_bytes = trial.resources.spill_store_bytes;
+  record.shared_bytes = trial.resources.shared_bytes;
+  record.detail = trial.detail;
+  return record;
+}
+
+// The trials an interrupted run recorded, latest first per configuration, for the tuner to
+// skip. A configuration recorded twice (re-timed) keeps its latest measurement.
+std::vector<TrialReport> recorded_trials(cache::Store& store, const std::string& device_key,
+                                         const std::string& problem_key) {
+  std::map<Config, TrialReport> latest;
+  for (const auto& record : store.trials(device_key, problem_key)) {
+    TrialReport trial;
+    trial.config = nlohmann::json::parse(record.config_json).get<Config>();
+    trial.status = parse_trial_status(record.status);
+    trial.median_ms = record.median_ms;
+    trial.spread = record.spread;
+    trial.repetitions = record.repetitions;
+    trial.verify_error = record.verify_error < 0 ? std::numeric_limits<double>::infinity() : record.verify_error;
+    trial.compile_ms = record.compile_ms;
+    trial.resources.registers = record.registers;
+    trial.resources.spill_store_bytes = record.spill_bytes;
+    trial.resources.shared_bytes = record.shared_bytes;
+    trial.detail = record.detail;
+    latest[trial.config] = std::move(trial);
+  }
+  std::vector<TrialReport> trials;
+  for (auto& [config, trial] : latest) trials.push_back(std::move(trial));
+  return trials;
+}
+
+}  // namespace
+
 SweepSummary sweep(const std::vector<Problem>& requested, const SweepOptions& options) {
   std::vector<Problem> problems = requested;
   for (std::size_t i = 0; i < problems.size(); ++i) {
@@ -127,12 +175,10 @@ SweepSummary sweep(const std::vector<Problem>& requested, const SweepOptions& op
     check_problem(problems[i], fmt::format("problem {} ({})", i, problems[i].kernel));
   }
   SweepSummary summary;
-  // The device is checked before the cache is touched, so a machine without a GPU gets the
-  // driver's reason and no empty database.
-  const DeviceInfo device = [&] {
-    detail::Context context(options.tune.device);
-    return detail::query_device(options.tune.device);
-  }();
+  // The worker opens the device before the cache is touched, so a machine without a GPU gets
+  // the driver's reason and no empty database.
+  tuner::Session session(options.tune);
+  const DeviceInfo& device = session.device();
   cache::Store store(options.db_path.empty() ? cache::default_path() : std::filesystem::path(options.db_path));
   summary.db_path = store.path().string();
   const cache::DeviceRecord device_record{device.fingerprint(), device.name, device.arch, device.to_json()};
@@ -143,33 +189,36 @@ SweepSummary sweep(const std::vector<Problem>& requested, const SweepOptions& op
     const std::string template_hash = templates::template_hash(kernel.header);
     const cache::ProblemRecord problem_record{
         tuner::problem_key(problem.kernel, template_hash, problem.dtype, kLayout, problem.shape), problem.kernel,
-        template_hash,
-                                              problem.dtype, kLayout, to_json_text(problem.shape)};
-    if (!options.retune && store.find_winner(device_record.key, problem_record.key)) {
+        template_hash, problem.dtype, kLayout, to_json_text(problem.shape)};
+    const auto existing = store.find_winner(device_record.key, problem_record.key);
+    if (!options.retune && existing) {
       ++summary.skipped;
       if (options.on_progress) options.on_progress(i, problems.size(), problem, "cached");
       continue;
     }
-    if (options.on_progress) options.on_progress(i, problems.size(), problem, "tuning");
-    const TuneReport report = tune(problem, options.tune);
-    std::vector<cache::TrialRecord> trials;
-    for (const auto& trial : report.trials) {
-      cache::TrialRecord record;
-      record.config_json = to_json_text(trial.config);
-      record.status = to_string(trial.status);
-      record.median_ms = trial.median_ms;
-      record.spread = trial.spread;
-      record.repetitions = trial.repetitions;
-      record.verify_error = std::isfinite(trial.verify_error) ? trial.verify_error : -1.0;
-      record.compile_ms = trial.compile_ms;
-      record.registers = trial.resources.registers;
-      record.spill_bytes = trial.resources.spill_store_bytes;
-      record.shared_bytes = trial.resources.shared_bytes;
-      record.detail = trial.detail;
-      trials.push_back(std::move(record));
+    TuneOptions tune_options = options.tune;
+    tune_options.db_path = summary.db_path;
+    if (existing) {
+      tune_options.incumbent = nlohmann::json::parse(existing->config_json).get<Config>();
+    } else {
+      // A problem an interrupted sweep left half-tuned resumes from the trials it recorded.
+      tune_options.prior_trials = recorded_trials(store, device_record.key, problem_record.key);
     }
-    store.record_tuning(device_record, problem_record, trials, report.winner, kLibraryVersion);
+    const std::size_t resumed = tune_options.prior_trials.size();
+    if (options.on_progress) {
+      options.on_progress(i, problems.size(), problem,
+                          resumed ? fmt::format("tuning (resuming after {} recorded trials)", resumed) : "tuning");
+    }
+    // Each trial is committed as it ends, so a kill loses at most the candidate being timed.
+    tune_options.on_trial = [&](const TrialReport& trial) {
+      if (!trial.resumed) store.record_tuning(device_record, problem_record, {trial_record(trial)}, std::nullopt, kLibraryVersion);
+      if (options.tune.on_trial) options.tune.on_trial(trial);
+    };
+    const TuneReport report = session.tune(problem, tune_options);
     if (report.winner) {
+      // The winner is recorded with the numbers of its final, interleaved timing.
+      store.record_tuning(device_record, problem_record, {trial_record(report.trials[*report.winner])}, 0,
+                          kLibraryVersion);
       // The winner's cubin goes to the binary cache, so a later process launches it without NVRTC.
       const auto source = codegen::specialize(kernel, problem.shape, problem.dtype, report.trials[*report.winner].config);
       tuner::store_binary(store, *codegen::shared_compiler().compile(source, device.arch).module);

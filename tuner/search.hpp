@@ -1,0 +1,39 @@
+#pragma once
+// Search logic that needs no device: the analytic cost model, the order each strategy visits
+// candidates in, and the rule that picks a winner from measured trials.
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "gmjit/device.hpp"
+#include "gmjit/tune.hpp"
+#include "templates/registry.hpp"
+
+namespace gmjit::tuner {
+
+// Estimated milliseconds of one launch: the slower of moving the work's bytes at DRAM bandwidth
+// and its flops at the FMA peak scaled by the loop's efficiency, divided by the fraction of the
+// last wave's SM slots that do work and by a latency-hiding factor from resident warps.
+double estimate_ms(const templates::KernelDescriptor& kernel, const Config& config, const Shape& shape,
+                   const templates::DtypeInfo& dtype, const DeviceInfo& device);
+
+// Indices into `candidates` in the order the strategy times them. `seeds` (transfer) go first,
+// in the order given, when they are among the candidates.
+std::vector<std::size_t> visit_order(Strategy strategy, const std::vector<Config>& candidates,
+                                     const std::vector<double>& estimates, std::uint64_t seed,
+                                     const std::vector<Config>& seeds = {});
+
+struct Choice {
+  std::optional<std::size_t> winner;
+  std::optional<std::size_t> runner_up;
+};
+
+// The fastest ok trial wins, except that a trial whose median is within the measurement noise
+// of the fastest (the larger of the two CI half-widths, at least `min_noise_percent`) is
+// preferred when it is the incumbent, and otherwise the earliest such trial in `trials` order
+// (domain order: the simpler configuration). Deterministic for the same measurements.
+Choice choose(const std::vector<TrialReport>& trials, const std::optional<Config>& incumbent,
+              double min_noise_percent = 0.5);
+
+}  // namespace gmjit::tuner

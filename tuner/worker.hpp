@@ -1,0 +1,25 @@
+#pragma once
+// The worker process: opens one device (or simulates one), receives a problem and then
+// candidates over stdin, verifies and times each, answers over stdout. A sticky CUDA error ends
+// the process after its answer; a hang is ended by the parent's watchdog.
+
+#include <nlohmann/json.hpp>
+
+#include "gmjit/device.hpp"
+
+namespace gmjit::tuner {
+
+// Exit status of a worker whose context died on a candidate (after it reported "crashed").
+inline constexpr int kWorkerContextLost = 3;
+
+// The worker's main: `gmjit-worker [--device N] [--simulated]`.
+int worker_main(int argc, char** argv);
+
+nlohmann::json device_to_json(const DeviceInfo& device);
+DeviceInfo device_from_json(const nlohmann::json& json);
+
+// What the simulated device reports: an H200's limits under a name of its own, so its results
+// never mix with a real device's in a cache.
+DeviceInfo simulated_device(int ordinal);
+
+}  // namespace gmjit::tuner

@@ -1,0 +1,147 @@
+#include "tuner/worker_process.hpp"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "gmjit/error.hpp"
+
+extern char** environ;
+
+namespace gmjit::tuner {
+namespace fs = std::filesystem;
+
+std::string find_worker() {
+  if (const char* explicit_path = std::getenv("GMJIT_WORKER"); explicit_path && *explicit_path) {
+    if (::access(explicit_path, X_OK) == 0) return explicit_path;
+    throw Error(ErrorKind::driver, 0, fmt::format("GMJIT_WORKER={} is not an executable file", explicit_path));
+  }
+  std::vector<fs::path> dirs;
+  Dl_info info{};
+  if (::dladdr(reinterpret_cast<void*>(&find_worker), &info) != 0 && info.dli_fname) {
+    dirs.push_back(fs::absolute(info.dli_fname).parent_path());
+  }
+  std::error_code ec;
+  if (auto self = fs::read_symlink("/proc/self/exe", ec); !ec) dirs.push_back(self.parent_path());
+  std::vector<fs::path> tried;
+  for (const auto& dir : dirs) {
+    tried.push_back(dir / "gmjit-worker");
+    tried.push_back(dir / ".." / "libexec" / "gmjit" / "gmjit-worker");
+  }
+#ifdef GMJIT_WORKER_BUILD_PATH
+  tried.push_back(GMJIT_WORKER_BUILD_PATH);
+#endif
+  std::string looked;
+  for (const auto& path : tried) {
+    if (::access(path.c_str(), X_OK) == 0) return path.lexically_normal().string();
+    looked += (looked.empty() ? "" : ", ") + path.lexically_normal().string();
+  }
+  throw Error(ErrorKind::driver, 0,
+              fmt::format("gmjit-worker not found (looked in {}); set GMJIT_WORKER to its path", looked));
+}
+
+WorkerProcess::~WorkerProcess() {
+  if (running()) stop();
+}
+
+void WorkerProcess::start(const std::string& path, const std::vector<std::string>& args) {
+  // Socket pairs rather than pipes: the parent writes with MSG_NOSIGNAL, so a worker that died
+  // cannot take the calling application down with SIGPIPE.
+  int in[2], out[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) != 0 ||
+      ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, out) != 0) {
+    throw Error(ErrorKind::launch, 0, fmt::format("cannot create worker pipes: {}", std::strerror(errno)));
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+  std::vector<std::string> argv_storage{path};
+  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : argv_storage) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = ::posix_spawn(&pid, path.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(in[0]);
+  ::close(out[1]);
+  if (rc != 0) {
+    ::close(in[1]);
+    ::close(out[0]);
+    throw Error(ErrorKind::launch, 0, fmt::format("cannot start {}: {}", path, std::strerror(rc)));
+  }
+  pid_ = pid;
+  to_worker_ = in[1];
+  from_worker_ = out[0];
+}
+
+WorkerProcess::Outcome WorkerProcess::call(const Frame* request, Frame& answer, double timeout_seconds,
+                                           std::string& why) {
+  try {
+    if (request) write_frame(to_worker_, *request);
+    switch (read_frame(from_worker_, answer, timeout_seconds)) {
+      case ReadResult::frame:
+        return Outcome::answered;
+      case ReadResult::closed:
+        why = reap(false);
+        return Outcome::died;
+      case ReadResult::timed_out:
+        why = fmt::format("no answer within {:.0f} s; worker killed ({})", timeout_seconds, reap(true));
+        return Outcome::timed_out;
+    }
+  } catch (const Error& e) {
+    // A write into a dead worker's pipe or a garbled frame: either way this worker is done.
+    why = fmt::format("{} ({})", e.message(), reap(true));
+  }
+  return Outcome::died;
+}
+
+std::string WorkerProcess::stop() {
+  if (!running()) return "not running";
+  ::close(to_worker_);
+  to_worker_ = -1;
+  // Closing stdin asks the worker to exit; a worker stuck in a kernel never reads it.
+  for (int i = 0; i < 50; ++i) {
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      ::close(from_worker_);
+      from_worker_ = -1;
+      return "exited";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return reap(true);
+}
+
+std::string WorkerProcess::reap(bool kill_first) {
+  if (!running()) return "not running";
+  if (kill_first) ::kill(pid_, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  pid_ = -1;
+  if (to_worker_ >= 0) ::close(to_worker_);
+  if (from_worker_ >= 0) ::close(from_worker_);
+  to_worker_ = from_worker_ = -1;
+  if (WIFSIGNALED(status)) {
+    return fmt::format("worker ended by signal {} ({})", WTERMSIG(status), ::strsignal(WTERMSIG(status)));
+  }
+  if (WIFEXITED(status)) return fmt::format("worker exited with status {}", WEXITSTATUS(status));
+  return "worker ended";
+}
+
+}  // namespace gmjit::tuner
