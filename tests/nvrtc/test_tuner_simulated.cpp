@@ -80,15 +80,6 @@ TEST(TunerSimulated, ResumedTrialsAreNotRunAgain) {
   EXPECT_EQ(full.trials[*full.winner].config, resumed.trials[*resumed.winner].config);
 }
 
-TEST(TunerSimulated, AnIncumbentWithinNoiseKeepsItsPlace) {
-  auto options = simulated(gmjit::Strategy::exhaustive);
-  const auto first = gmjit::tune(kVectorAdd, options);
-  ASSERT_TRUE(first.winner && first.runner_up);
-  options.incumbent = first.trials[*first.winner].config;
-  const auto again = gmjit::tune(kVectorAdd, options);
-  EXPECT_EQ(again.trials[*again.winner].config, *options.incumbent);
-}
-
 TEST(TunerSimulated, UnknownKernelIsAUsageErrorBeforeAnyWorkerStarts) {
   try {
     gmjit::tune({"no_such_kernel", "fp32", {{"n", 1}}, ""}, simulated(gmjit::Strategy::model));
