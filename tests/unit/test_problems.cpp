@@ -86,6 +86,17 @@ TEST(Shards, DependOnTheProblemsNotTheirOrder) {
   }
 }
 
+// Tasks of one array may run different builds (a resubmitted task after an upgrade); the split
+// is pinned so that a change of hash or ranking shows here rather than as a shape tuned twice.
+TEST(Shards, FollowThePinnedRule) {
+  const std::vector<std::vector<std::int64_t>> expected = {{48, 64, 80, 128}, {112, 144, 160}, {16, 32, 96}};
+  for (std::size_t index = 0; index < 3; ++index) {
+    std::vector<std::int64_t> ms;
+    for (const auto& p : shard_problems(synthetic(10), index, 3)) ms.push_back(p.shape.at("m"));
+    EXPECT_EQ(ms, expected[index]) << "shard " << index;
+  }
+}
+
 TEST(Shards, SpreadRunsOfSimilarShapes) {
   // Positional round robin would give shard 0 of 7 every m=1 shape of the llm preset.
   const auto problems = preset_problems("llm");
