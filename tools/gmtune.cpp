@@ -1,17 +1,24 @@
 // gmtune: the command line over libgmjit's public API. Tables and JSON go to stdout; progress
 // and one-line errors go to stderr. Exit status: 0 success, 1 failure, 2 bad usage.
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <sys/ioctl.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <algorithm>
+#include <mutex>
+#include <optional>
 #include <sstream>
 
 #include "gmjit/gmjit.hpp"
+#include "gmtune_format.hpp"
 
 namespace fs = std::filesystem;
 
@@ -23,6 +30,12 @@ constexpr int kUsage = 2;
 std::string join(const std::vector<std::int64_t>& values) {
   std::string out;
   for (auto v : values) out += (out.empty() ? "" : ",") + std::to_string(v);
+  return out;
+}
+
+std::string join_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& name : names) out += (out.empty() ? "" : ", ") + name;
   return out;
 }
 
@@ -133,69 +146,184 @@ int run_compile(const std::string& kernel, const std::string& shape, const std::
   return 0;
 }
 
-void print_trials(const gmjit::TuneReport& report) {
-  std::printf("%-48s %-14s %10s %7s %5s %6s %9s  %s\n", "config", "status", "median ms", "spread", "regs",
-              "smem", "error", "detail");
-  for (const auto& t : report.trials) {
-    if (t.status == gmjit::TrialStatus::invalid) continue;
-    std::printf("%-48s %-14s %10.4f %6.1f%% %5d %6d %9.2e  %s\n", gmjit::format_assignments(t.config).c_str(),
-                gmjit::to_string(t.status), t.median_ms, 100 * t.spread, t.resources.registers,
-                t.resources.shared_bytes, t.verify_error, t.detail.substr(0, 80).c_str());
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> items;
+  std::stringstream list(text);
+  for (std::string item; std::getline(list, item, ',');) {
+    if (!item.empty()) items.push_back(item);
+  }
+  return items;
+}
+
+// Usage errors are reported before anything asks the driver, so a typo on a machine without a
+// GPU says what is wrong with the command rather than that no device is present.
+void check_problem(gmjit::Problem& problem) {
+  const auto kernels = gmjit::list_kernels();
+  const auto kernel = std::find_if(kernels.begin(), kernels.end(), [&](const auto& k) { return k.name == problem.kernel; });
+  if (kernel == kernels.end()) {
+    std::vector<std::string> names;
+    for (const auto& k : kernels) names.push_back(k.name);
+    throw gmjit::Error(gmjit::ErrorKind::usage, 0,
+                       "unknown kernel '" + problem.kernel + "' (kernels: " + join_names(names) + ")");
+  }
+  if (problem.dtype.empty()) problem.dtype = kernel->dtypes.front();
+  if (std::find(kernel->dtypes.begin(), kernel->dtypes.end(), problem.dtype) == kernel->dtypes.end()) {
+    throw gmjit::Error(gmjit::ErrorKind::usage, 0,
+                       "'" + problem.dtype + "': " + problem.kernel + " supports dtypes " + join_names(kernel->dtypes));
+  }
+  for (const auto& key : kernel->problem_keys) {
+    if (problem.shape.count(key) == 0) {
+      throw gmjit::Error(gmjit::ErrorKind::usage, 0,
+                         "missing problem key '" + key + "' for " + problem.kernel + " (keys: " +
+                             join_names(kernel->problem_keys) + ")");
+    }
+  }
+  for (const auto& [key, value] : problem.shape) {
+    if (std::find(kernel->problem_keys.begin(), kernel->problem_keys.end(), key) == kernel->problem_keys.end()) {
+      throw gmjit::Error(gmjit::ErrorKind::usage, 0,
+                         "'" + key + "': " + problem.kernel + " has no problem key '" + key + "' (keys: " +
+                             join_names(kernel->problem_keys) + ")");
+    }
+    if (value <= 0) {
+      throw gmjit::Error(gmjit::ErrorKind::usage, 0, "'" + key + "=" + std::to_string(value) + "': sizes must be positive");
+    }
   }
 }
 
-int run_tune(const std::string& kernel, const std::string& shape, const std::string& dtype, int device, bool json) {
-  gmjit::Problem problem{kernel, dtype, gmjit::parse_assignments(shape), "command line"};
-  gmjit::list_kernels();  // usage errors before touching the device
-  require_device();
+// GMJIT_SIMULATED_DEVICE=1 runs candidates on the worker's simulated device, so no GPU is needed.
+bool simulated_device() {
+  const char* value = std::getenv("GMJIT_SIMULATED_DEVICE");
+  return value != nullptr && std::string(value) == "1";
+}
+
+struct SearchOptions {
+  std::string strategy;
+  std::string budget;
+  std::uint64_t seed = 1;
+  std::string db;
+  int device = 0;
+};
+
+// Parsed before any device or cache is touched: bad values are usage errors.
+gmjit::TuneOptions tune_options(const SearchOptions& search) {
   gmjit::TuneOptions options;
-  options.device = device;
-  const auto report = gmjit::tune(problem, options);
-  std::size_t invalid = 0, ok = 0;
-  for (const auto& t : report.trials) {
-    invalid += t.status == gmjit::TrialStatus::invalid;
-    ok += t.status == gmjit::TrialStatus::ok;
+  options.device = search.device;
+  options.seed = search.seed;
+  if (!search.strategy.empty()) options.strategy = gmjit::parse_strategy(search.strategy);
+  if (!search.budget.empty()) {
+    const auto budget = gmtune::parse_budget(search.budget);
+    options.max_evaluations = budget.evaluations;
+    options.max_seconds = budget.seconds;
   }
+  return options;
+}
+
+int run_tune(const std::string& kernel, const std::string& shape, const std::string& dtype,
+             const SearchOptions& search, bool json) {
+  gmjit::Problem problem{kernel, dtype, gmjit::parse_assignments(shape), "command line"};
+  check_problem(problem);
+  gmjit::TuneOptions options = tune_options(search);
+  options.db_path = search.db.empty() ? gmjit::default_cache_path() : search.db;
+  if (!simulated_device()) require_device();
+  const auto report = gmjit::tune(problem, options);
   if (json) {
-    nlohmann::json trials = nlohmann::json::array();
-    for (const auto& t : report.trials) {
-      trials.push_back({{"config", t.config}, {"status", gmjit::to_string(t.status)}, {"median_ms", t.median_ms},
-                        {"spread", t.spread}, {"verify_error", t.verify_error}, {"detail", t.detail}});
-    }
-    std::cout << nlohmann::json{{"kernel", report.problem.kernel}, {"dtype", report.problem.dtype},
-                                {"shape", report.problem.shape}, {"device", report.device_name},
-                                {"winner", report.winner ? nlohmann::json(*report.winner) : nlohmann::json()},
-                                {"trials", trials}}
-                     .dump(2)
-              << "\n";
+    std::cout << gmtune::report_json(report).dump(2) << "\n";
   } else {
-    print_trials(report);
-    std::printf("\n%zu candidates: %zu ok, %zu invalid (not shown), %.1f s\n", report.trials.size(), ok, invalid,
-                report.wall_seconds);
-    if (report.winner) {
-      const auto& w = report.trials[*report.winner];
-      double runner_up = 0;
-      for (std::size_t i = 0; i < report.trials.size(); ++i) {
-        const auto& t = report.trials[i];
-        if (i != *report.winner && t.status == gmjit::TrialStatus::ok && (runner_up == 0 || t.median_ms < runner_up)) {
-          runner_up = t.median_ms;
-        }
-      }
-      std::printf("winner: %s  %.4f ms", gmjit::format_assignments(w.config).c_str(), w.median_ms);
-      if (runner_up > 0) std::printf("  (%.1f%% ahead of the runner-up)", 100 * (runner_up / w.median_ms - 1));
-      std::printf("\n");
-    }
+    std::cout << gmtune::format_report(report);
   }
   return report.winner ? 0 : kFailure;
 }
 
-int run_sweep(const std::string& preset, const std::string& shapes_file, const std::string& kernels_filter,
-              const std::string& db, int device, bool dry_run, bool retune) {
-  std::vector<std::string> wanted;
-  std::stringstream list(kernels_filter);
-  for (std::string name; std::getline(list, name, ',');) wanted.push_back(name);
-  std::vector<gmjit::Problem> problems =
-      shapes_file.empty() ? gmjit::preset_problems(preset) : gmjit::read_shapes_file(shapes_file, wanted);
+// Redraws one line on a terminal, or writes a line per problem state when stderr is a file or
+// a pipe (a job's log). Trials arrive from the tuner while a problem runs.
+class SweepProgress {
+ public:
+  SweepProgress() : terminal_(::isatty(::fileno(stderr)) != 0), started_(Clock::now()) {}
+  ~SweepProgress() {
+    if (drawn_) std::fputc('\n', stderr);
+  }
+
+  void on_problem(std::size_t index, std::size_t total, const gmjit::Problem& problem, const std::string& state) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const double now = seconds();
+    if (state == "tuning") {
+      problem_started_ = now;
+      current_.trials = 0;
+    } else {
+      ++finished_;
+      if (state != "cached") {
+        ++tuned_;
+        tuning_seconds_ += now - problem_started_;
+      }
+    }
+    current_.index = index;
+    current_.total = total;
+    current_.problem = problem;
+    current_.state = state;
+    draw(now, !terminal_);
+  }
+
+  void on_trial() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++current_.trials;
+    if (terminal_) draw(seconds(), false);
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  double seconds() const { return std::chrono::duration<double>(Clock::now() - started_).count(); }
+
+  void draw(double now, bool as_line) {
+    current_.elapsed_seconds = now;
+    current_.eta_seconds = gmtune::estimate_eta(tuned_, tuning_seconds_, finished_, current_.total);
+    if (as_line) {
+      std::fprintf(stderr, "%s\n", gmtune::format_progress(current_, false).c_str());
+      return;
+    }
+    winsize size{};
+    const std::size_t width = ::ioctl(::fileno(stderr), TIOCGWINSZ, &size) == 0 && size.ws_col > 0 ? size.ws_col : 100;
+    std::fprintf(stderr, "\r%s\x1b[K", gmtune::format_progress(current_, true, width - 1).c_str());
+    std::fflush(stderr);
+    drawn_ = true;
+  }
+
+  const bool terminal_;
+  const Clock::time_point started_;
+  std::mutex mutex_;
+  gmtune::Progress current_;
+  std::size_t finished_ = 0;
+  std::size_t tuned_ = 0;
+  double tuning_seconds_ = 0;
+  double problem_started_ = 0;
+  bool drawn_ = false;
+};
+
+struct SweepRequest {
+  std::string preset;
+  std::string shapes_file;
+  std::string kernels;
+  std::string shard;
+  bool dry_run = false;
+  bool retune = false;
+  bool json = false;
+};
+
+int run_sweep(const SweepRequest& request, const SearchOptions& search) {
+  const std::vector<std::string> wanted = split_list(request.kernels);
+  const auto kernels = gmjit::list_kernels();
+  for (const auto& name : wanted) {
+    if (std::none_of(kernels.begin(), kernels.end(), [&](const auto& k) { return k.name == name; })) {
+      throw gmjit::Error(gmjit::ErrorKind::usage, 0, "--kernels: unknown kernel '" + name + "'");
+    }
+  }
+  const std::optional<gmjit::ShardSpec> shard =
+      request.shard.empty() ? std::nullopt : std::optional<gmjit::ShardSpec>(gmjit::parse_shard(request.shard));
+  gmjit::TuneOptions tune = tune_options(search);
+
+  std::vector<gmjit::Problem> problems = request.shapes_file.empty()
+                                             ? gmjit::preset_problems(request.preset)
+                                             : gmjit::read_shapes_file(request.shapes_file, wanted);
   if (!wanted.empty()) {
     std::vector<gmjit::Problem> kept;
     for (auto& p : problems) {
@@ -203,30 +331,51 @@ int run_sweep(const std::string& preset, const std::string& shapes_file, const s
     }
     problems = std::move(kept);
   }
-  if (dry_run) {
-    for (const auto& p : problems) {
-      std::printf("%-12s %-5s %s\n", p.kernel.c_str(), p.dtype.c_str(), gmjit::format_assignments(p.shape).c_str());
+  const std::size_t listed = problems.size();
+  if (shard) problems = gmjit::shard_problems(problems, shard->index, shard->count);
+  const std::string scope =
+      shard ? fmt::format("shard {}/{}: {} of {} problems", shard->index, shard->count, problems.size(), listed)
+            : fmt::format("{} problems", listed);
+
+  if (request.dry_run) {
+    // No device is asked for its fingerprint, so a winner on any device counts as finished.
+    const auto pending = request.retune ? problems : gmjit::pending_problems(problems, search.db, "");
+    if (request.json) {
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto& p : pending) out.push_back(gmtune::problem_json(p));
+      std::cout << out.dump(2) << "\n";
+    } else {
+      for (const auto& p : pending) {
+        std::printf("%s %s %s%s%s\n", p.kernel.c_str(), p.dtype.c_str(), gmjit::format_assignments(p.shape).c_str(),
+                    p.label.empty() ? "" : " ", p.label.c_str());
+      }
     }
-    std::printf("%zu problems\n", problems.size());
+    std::fprintf(stderr, "gmtune: %s; %zu to tune, %zu already have a winner\n", scope.c_str(), pending.size(),
+                 problems.size() - pending.size());
     return 0;
   }
-  require_device();
+
+  if (!simulated_device()) require_device();
   gmjit::SweepOptions options;
-  options.db_path = db;
-  options.retune = retune;
-  options.tune.device = device;
-  const auto started = std::chrono::steady_clock::now();
+  options.db_path = search.db;
+  options.retune = request.retune;
+  options.tune = tune;
+  options.tune.db_path = search.db.empty() ? gmjit::default_cache_path() : search.db;
+  SweepProgress progress;
+  options.tune.on_trial = [&](const gmjit::TrialReport&) { progress.on_trial(); };
   options.on_progress = [&](std::size_t index, std::size_t total, const gmjit::Problem& p, const std::string& state) {
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    const bool finished = state != "tuning";
-    const std::size_t done = index + (finished ? 1 : 0);
-    std::string eta = done > 0 && done < total ? " eta " + std::to_string(static_cast<int>(elapsed / done * (total - done))) + " s" : "";
-    std::fprintf(stderr, "[%zu/%zu] %s %s %s: %s  (%.0f s elapsed%s)\n", index + 1, total, p.kernel.c_str(),
-                 p.dtype.c_str(), gmjit::format_assignments(p.shape).c_str(), state.c_str(), elapsed, eta.c_str());
+    progress.on_problem(index, total, p, state);
   };
   const auto summary = gmjit::sweep(problems, options);
-  std::printf("sweep: %zu tuned, %zu already cached, %zu without a verified configuration -> %s\n", summary.tuned,
-              summary.skipped, summary.failed, summary.db_path.c_str());
+  if (request.json) {
+    std::cout << nlohmann::json{{"problems", problems.size()}, {"tuned", summary.tuned}, {"skipped", summary.skipped},
+                                {"failed", summary.failed}, {"db_path", summary.db_path}}
+                     .dump(2)
+              << "\n";
+  } else {
+    std::printf("sweep (%s): %zu tuned, %zu already cached, %zu without a verified configuration -> %s\n",
+                scope.c_str(), summary.tuned, summary.skipped, summary.failed, summary.db_path.c_str());
+  }
   return summary.failed == 0 ? 0 : kFailure;
 }
 
@@ -317,9 +466,7 @@ int main(int argc, char** argv) {
   auto* list = app.add_subcommand("list", "list kernels, parameters and domains");
   list->add_flag("--json", json, "JSON output");
 
-  std::string kernel, shape, config, dtype, arch, out_dir, db, preset = "default", shapes_file, kernels_filter;
-  int device = 0;
-  bool dry_run = false, retune = false;
+  std::string kernel, shape, config, dtype, arch, out_dir, db;
   auto* compile = app.add_subcommand("compile", "specialize and compile one configuration");
   compile->add_option("kernel", kernel, "kernel name (gmtune list)")->required();
   compile->add_option("--shape", shape, "problem, e.g. m=4096,n=4096,k=4096")->required();
@@ -328,26 +475,47 @@ int main(int argc, char** argv) {
   compile->add_option("--arch", arch, "target, e.g. sm_90a (default: device 0's; with it no GPU is needed)");
   compile->add_option("--out", out_dir, "write .cu .ptx .cubin .sass .log (NVRTC + ptxas) and resources.json here");
 
+  SearchOptions search;
+  const std::string strategy_help = "exhaustive, random, model (default) or transfer";
+  const std::string budget_help = "stop after N evaluated candidates (e.g. 40) or after a time (e.g. 30s)";
+  const std::string db_help = "cache file (default: $GMJIT_CACHE, $XDG_CACHE_HOME/gmjit/gmjit.db, ~/.cache/gmjit/gmjit.db)";
   auto* tune = app.add_subcommand("tune", "tune one problem on the GPU and print every candidate");
   tune->add_option("kernel", kernel, "kernel name")->required();
   tune->add_option("--shape", shape, "problem, e.g. n=1048576")->required();
-  tune->add_option("--dtype", dtype, "data type");
-  tune->add_option("--device", device, "GPU ordinal");
-  tune->add_flag("--json", json, "JSON output");
+  tune->add_option("--dtype", dtype, "data type (default: the kernel's first)");
+  tune->add_option("--strategy", search.strategy, strategy_help);
+  tune->add_option("--budget", search.budget, budget_help);
+  tune->add_option("--seed", search.seed, "seed of the random strategy and of the test inputs");
+  tune->add_option("--db", search.db, db_help + "; cubins are reused from it, and strategy transfer starts from its nearest tuned shapes");
+  tune->add_option("--device", search.device, "GPU ordinal");
+  tune->add_flag("--json", json, "the whole report as JSON: every trial, the best-so-far curve, winner and runner-up indices");
 
+  SweepRequest sweep_request;
+  sweep_request.preset = "default";
+  std::string presets_help = "built-in shape set (default: default):";
+  for (const auto& name : gmjit::preset_names()) presets_help += "\n  " + name + ": " + gmjit::preset_summary(name);
   auto* sweep = app.add_subcommand("sweep", "tune a preset or a shapes file into the cache (resumable)");
-  auto* preset_option = sweep->add_option("--preset", preset, "built-in shape set (default: default)");
-  sweep->add_option("--shapes", shapes_file, "shapes file (see DESIGN.md)")->excludes(preset_option);
-  sweep->add_option("--kernels", kernels_filter, "only these kernels, e.g. sgemm,vector_add");
-  sweep->add_option("--db", db, "cache file (default: $GMJIT_CACHE, $XDG_CACHE_HOME/gmjit/gmjit.db, ~/.cache/gmjit/gmjit.db)");
-  sweep->add_option("--device", device, "GPU ordinal");
-  sweep->add_flag("--dry-run", dry_run, "list the problems and stop");
-  sweep->add_flag("--retune", retune, "tune problems that already have a winner");
+  auto* preset_option = sweep->add_option("--preset", sweep_request.preset, presets_help);
+  sweep->add_option("--shapes", sweep_request.shapes_file, "shapes file (see DESIGN.md); an unknown kernel is an error")
+      ->excludes(preset_option);
+  sweep->add_option("--kernels", sweep_request.kernels, "only these kernels, e.g. sgemm,vector_add");
+  sweep->add_option("--shard", sweep_request.shard,
+                    "tune only shard I of N (I from 0 to N-1, as job arrays number tasks); the split depends only "
+                    "on the problem list, so the N shards together cover it once");
+  sweep->add_flag("--dry-run", sweep_request.dry_run,
+                  "print the problems this run would tune (kernel dtype shape label, one a line) and stop; needs no "
+                  "GPU: a problem with a winner on any device counts as done");
+  sweep->add_flag("--json", sweep_request.json, "JSON output (with --dry-run: an array of problems)");
+  sweep->add_option("--strategy", search.strategy, strategy_help);
+  sweep->add_option("--budget", search.budget, budget_help + ", per problem");
+  sweep->add_option("--seed", search.seed, "seed of the random strategy and of the test inputs");
+  sweep->add_option("--db", search.db, db_help);
+  sweep->add_option("--device", search.device, "GPU ordinal");
+  sweep->add_flag("--retune", sweep_request.retune, "tune problems that already have a winner");
 
   std::string device_filter, file, into, max_size;
   bool csv = false, with_binaries = false, trust_binaries = false;
   std::vector<std::string> sources;
-  const std::string db_help = "cache file (default: $GMJIT_CACHE, $XDG_CACHE_HOME/gmjit/gmjit.db, ~/.cache/gmjit/gmjit.db)";
   auto* show = app.add_subcommand("show", "winners with trial counts and the margin over the runner-up");
   show->add_option("--kernel", kernel, "only this kernel");
   show->add_option("--device", device_filter, "only devices whose name or fingerprint contains this");
@@ -389,8 +557,8 @@ int main(int argc, char** argv) {
     if (devices->parsed()) return run_devices(json);
     if (list->parsed()) return run_list(json);
     if (compile->parsed()) return run_compile(kernel, shape, config, dtype, arch, out_dir);
-    if (tune->parsed()) return run_tune(kernel, shape, dtype, device, json);
-    if (sweep->parsed()) return run_sweep(preset, shapes_file, kernels_filter, db, device, dry_run, retune);
+    if (tune->parsed()) return run_tune(kernel, shape, dtype, search, json);
+    if (sweep->parsed()) return run_sweep(sweep_request, search);
     if (show->parsed()) return run_show(db, kernel, device_filter, json, csv);
     if (export_cmd->parsed()) {
       gmjit::export_cache(db, file, with_binaries);

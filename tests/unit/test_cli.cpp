@@ -64,10 +64,13 @@ TEST(Cli, UnknownSubcommandOrOptionIsUsage) {
 }
 
 TEST(Cli, SweepDryRunListsThePreset) {
-  const auto result = run_gmtune("sweep --dry-run");
+  const auto dir = std::filesystem::temp_directory_path() / ("gmtune-dry-" + std::to_string(::getpid()));
+  const auto result = run_gmtune("sweep --dry-run --db " + (dir / "gmjit.db").string());
   ASSERT_EQ(result.status, 0) << result.err;
   EXPECT_NE(result.out.find("sgemm"), std::string::npos);
-  EXPECT_NE(result.out.find("problems"), std::string::npos);
+  EXPECT_EQ(line_count(result.out), 4) << "one problem a line: " << result.out;
+  EXPECT_NE(result.err.find("4 problems"), std::string::npos) << "the count goes to stderr: " << result.err;
+  EXPECT_FALSE(std::filesystem::exists(dir));
 }
 
 TEST(Cli, SweepOfTheSharedShapesFileNamesUnknownKernels) {

@@ -2,6 +2,7 @@
 /// @file tune.hpp
 /// Tune a kernel for a problem on a live GPU, and sweep many problems into the cache.
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -110,11 +111,45 @@ TuneReport tune(const Problem& problem, const TuneOptions& options = {});
 
 /// Problems of a shapes file (see DESIGN.md), keeping only sweeps of `only_kernels` when it is
 /// not empty; throws Error(usage) naming the sweep and shape index of anything malformed
-/// (unknown kernel or dtype, missing or unknown keys, non-integer values).
+/// (unknown kernel or dtype, missing or unknown keys, non-integer values). A kernel, dtype and
+/// shape listed more than once is one problem, its labels joined with "; ".
 std::vector<Problem> read_shapes_file(const std::string& path, const std::vector<std::string>& only_kernels = {});
 /// Problems of a built-in preset; throws Error(usage) for an unknown name.
+///  - "default": vector_add fp32 and fp16 at n = 2^24, sgemm fp32 at 1024^3 and 4096^3.
+///  - "llm": every GEMM shape of the bundled LLM shapes file (llama-3 projections, square,
+///    GPU MODE and KernelBench sizes). Its "gemm" sweeps (bf16, fp16) are tuned as sgemm fp32,
+///    the only GEMM of the catalog so far; shapes that then repeat are listed once.
+///  - "gpumode": the bundled GPU MODE / KernelBench memory-bound shapes. Sweeps of kernels not
+///    (yet) in the catalog are skipped with one warning naming them; today vector_add fp16 remains.
+/// Presets are shapes files embedded in the library and read by the reader of read_shapes_file.
 std::vector<Problem> preset_problems(const std::string& name);
 std::vector<std::string> preset_names();
+/// One line on what a preset holds, for help texts; throws Error(usage) for an unknown name.
+std::string preset_summary(const std::string& name);
+
+/// Shard `index` of `count`, as a job array numbers its tasks (Slurm's SLURM_ARRAY_TASK_ID,
+/// a Kubernetes indexed Job's JOB_COMPLETION_INDEX: 0 to count-1).
+struct ShardSpec {
+  std::size_t index = 0;
+  std::size_t count = 1;
+};
+/// Parses "I/N" (decimal digits only); throws Error(usage) when it is malformed, N is 0 or
+/// I >= N.
+ShardSpec parse_shard(const std::string& text);
+
+/// The problems of shard `index` of `count`, in their original order. The rule: the problems are
+/// ranked by the XXH3-64 hash of "kernel|dtype|k=v,.." (ties by position), and the problem of
+/// rank r goes to shard r mod count. So every problem is in exactly one shard, shard sizes differ
+/// by at most one, and the split depends only on the list (not the machine, the cache or the
+/// time), which every task of a job array reads alike. Throws Error(usage) when index >= count.
+std::vector<Problem> shard_problems(const std::vector<Problem>& problems, std::size_t index, std::size_t count);
+
+/// The problems a sweep on `device_key` would still tune: those without a winner in the cache at
+/// `db_path` (empty: default_cache_path()). With an empty device_key (no GPU to fingerprint,
+/// e.g. on a login node) a problem is finished when it has a winner on any device. A missing
+/// cache file means nothing is finished, and none is created. Touches no GPU.
+std::vector<Problem> pending_problems(const std::vector<Problem>& problems, const std::string& db_path,
+                                      const std::string& device_key);
 
 struct SweepOptions {
   std::string db_path;  ///< empty: the default cache path

@@ -1,0 +1,224 @@
+#pragma once
+// gmtune's parsing of option values and its formatting of reports and progress, kept apart from
+// main() so that the unit tests check them without a GPU. Public API only.
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstddef>
+#include <optional>
+#include <string>
+
+#include "gmjit/error.hpp"
+#include "gmjit/tune.hpp"
+#include "gmjit/types.hpp"
+
+namespace gmtune {
+
+/// --budget: a plain count of evaluated candidates ("40"), or wall seconds with an s suffix
+/// ("30s", "1.5s"). Exactly one of the two is set.
+struct Budget {
+  std::size_t evaluations = 0;
+  double seconds = 0;
+};
+
+inline Budget parse_budget(const std::string& text) {
+  const auto bad = [&] {
+    return gmjit::Error(gmjit::ErrorKind::usage, 0,
+                        fmt::format("--budget '{}': give a number of candidates (e.g. 40) or seconds (e.g. 30s)", text));
+  };
+  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  Budget budget;
+  if (!text.empty() && text.back() == 's') {
+    const std::string number = text.substr(0, text.size() - 1);
+    // Digits and at most one point: strtod alone would also take "inf", "1e3" or " 5".
+    const auto points = std::count(number.begin(), number.end(), '.');
+    if (number.empty() || points > 1 || number == "." ||
+        !std::all_of(number.begin(), number.end(), [&](char c) { return digit(c) || c == '.'; })) {
+      throw bad();
+    }
+    budget.seconds = std::stod(number);
+    if (!(budget.seconds > 0)) throw bad();
+    return budget;
+  }
+  if (text.empty() || !std::all_of(text.begin(), text.end(), digit)) throw bad();
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), budget.evaluations);
+  if (error != std::errc() || end != text.data() + text.size() || budget.evaluations == 0) throw bad();
+  return budget;
+}
+
+/// "45s", "3m05s", "2h03m".
+inline std::string format_duration(double seconds) {
+  const long long s = std::llround(std::max(0.0, seconds));
+  if (s < 60) return fmt::format("{}s", s);
+  if (s < 3600) return fmt::format("{}m{:02}s", s / 60, s % 60);
+  return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
+}
+
+/// Time left for a sweep: the mean time of the problems tuned so far times the problems left.
+/// Problems found in the cache cost nothing and are not averaged in; nothing tuned yet: unknown.
+inline std::optional<double> estimate_eta(std::size_t tuned, double tuning_seconds, std::size_t finished,
+                                          std::size_t total) {
+  if (tuned == 0 || finished > total) return std::nullopt;
+  return tuning_seconds / static_cast<double>(tuned) * static_cast<double>(total - finished);
+}
+
+/// One progress report of a sweep.
+struct Progress {
+  std::size_t index = 0;  ///< the problem's position, from 0
+  std::size_t total = 0;
+  gmjit::Problem problem;
+  std::string state;       ///< "tuning" while it runs; anything else means it is finished
+  std::size_t trials = 0;  ///< trials of this problem so far
+  double elapsed_seconds = 0;
+  std::optional<double> eta_seconds;
+};
+
+inline std::string describe(const gmjit::Problem& problem) {
+  return fmt::format("{} {} {}", problem.kernel, problem.dtype, gmjit::format_assignments(problem.shape));
+}
+
+/// For a terminal: one line, at most `width` characters, redrawn in place by the caller
+/// ("\r" + line + erase to the end). Otherwise a plain log line.
+inline std::string format_progress(const Progress& p, bool terminal, std::size_t width = 100) {
+  const bool running = p.state == "tuning";
+  const std::size_t done = std::min(p.total, p.index + (running ? 0 : 1));
+  const std::string timing = fmt::format("{} elapsed{}", format_duration(p.elapsed_seconds),
+                                         p.eta_seconds ? ", eta " + format_duration(*p.eta_seconds) : "");
+  const std::string trials = p.trials > 0 ? fmt::format(", {} trials", p.trials) : "";
+  if (!terminal) {
+    return fmt::format("[{}/{}] {}{}: {}{}  ({})", p.index + 1, p.total, describe(p.problem),
+                       p.problem.label.empty() ? "" : " (" + p.problem.label + ")", p.state, trials, timing);
+  }
+  constexpr std::size_t kBar = 20;
+  const std::size_t filled = p.total == 0 ? kBar : done * kBar / p.total;
+  std::string line = fmt::format("[{}{}] {}/{}  {}  {}{}  {}", std::string(filled, '#'), std::string(kBar - filled, '.'),
+                                 done, p.total, describe(p.problem), p.state, trials, timing);
+  if (line.size() > width && width > 3) line = line.substr(0, width - 3) + "...";
+  return line;
+}
+
+inline nlohmann::json problem_json(const gmjit::Problem& problem) {
+  return {{"kernel", problem.kernel}, {"dtype", problem.dtype}, {"shape", problem.shape}, {"label", problem.label}};
+}
+
+inline nlohmann::json optional_index(const std::optional<std::size_t>& index) {
+  return index ? nlohmann::json(*index) : nlohmann::json();
+}
+
+/// Everything a TuneReport holds, for scripts (NaN and infinities become null).
+inline nlohmann::json report_json(const gmjit::TuneReport& report) {
+  nlohmann::json trials = nlohmann::json::array();
+  for (const auto& t : report.trials) {
+    const auto& r = t.resources;
+    trials.push_back({{"config", t.config},
+                      {"status", gmjit::to_string(t.status)},
+                      {"median_ms", t.median_ms},
+                      {"spread", t.spread},
+                      {"ci_percent", t.ci_percent},
+                      {"repetitions", t.repetitions},
+                      {"batch", t.batch},
+                      {"verify_error", t.verify_error},
+                      {"compile_ms", t.compile_ms},
+                      {"binary_cached", t.binary_cached},
+                      {"resumed", t.resumed},
+                      {"resources",
+                       {{"registers", r.registers},
+                        {"barriers", r.barriers},
+                        {"stack_bytes", r.stack_bytes},
+                        {"spill_store_bytes", r.spill_store_bytes},
+                        {"spill_load_bytes", r.spill_load_bytes},
+                        {"shared_bytes", r.shared_bytes},
+                        {"constant_bytes", r.constant_bytes},
+                        {"spills_known", r.spills_known}}},
+                      {"detail", t.detail}});
+  }
+  nlohmann::json curve = nlohmann::json::array();
+  for (const auto& point : report.curve) {
+    curve.push_back({{"evaluations", point.evaluations}, {"seconds", point.seconds}, {"best_ms", point.best_ms}});
+  }
+  nlohmann::json out = problem_json(report.problem);
+  out.update({{"device", report.device_name},
+              {"device_key", report.device_key},
+              {"strategy", gmjit::to_string(report.strategy)},
+              {"winner", optional_index(report.winner)},
+              {"runner_up", optional_index(report.runner_up)},
+              {"valid_candidates", report.valid_candidates},
+              {"evaluations", report.evaluations},
+              {"worker_restarts", report.worker_restarts},
+              {"wall_seconds", report.wall_seconds},
+              {"curve", curve},
+              {"trials", trials}});
+  return out;
+}
+
+/// How much faster the winner is than the runner-up, in percent; nullopt without both.
+inline std::optional<double> winner_margin_percent(const gmjit::TuneReport& report) {
+  if (!report.winner || !report.runner_up) return std::nullopt;
+  const double best = report.trials.at(*report.winner).median_ms;
+  const double next = report.trials.at(*report.runner_up).median_ms;
+  if (!(best > 0)) return std::nullopt;
+  return 100 * (next / best - 1);
+}
+
+inline std::string format_number(double value, const char* spec, bool known) {
+  return known && std::isfinite(value) ? fmt::format(fmt::runtime(spec), value) : "-";
+}
+
+/// The table gmtune tune prints: every candidate but the invalid ones (counted in one line), the
+/// winner (marked *) with its margin over the runner-up, the budget spent and the wall time.
+inline std::string format_report(const gmjit::TuneReport& report) {
+  std::size_t width = 6;
+  for (const auto& t : report.trials) width = std::max(width, gmjit::format_assignments(t.config).size());
+  std::string out = fmt::format("{:<{}}   {:<14} {:>10} {:>6} {:>5} {:>5} {:>6} {:>9}  {}\n", "config", width, "status",
+                                "median ms", "CI %", "batch", "regs", "smem", "error", "detail");
+  std::size_t invalid = 0;
+  for (std::size_t i = 0; i < report.trials.size(); ++i) {
+    const auto& t = report.trials[i];
+    if (t.status == gmjit::TrialStatus::invalid) {
+      ++invalid;
+      continue;
+    }
+    const bool timed = t.status == gmjit::TrialStatus::ok;
+    const bool ran = timed || t.status == gmjit::TrialStatus::wrong_result;
+    const bool compiled = t.status != gmjit::TrialStatus::compile_failed;
+    std::string detail = t.detail;
+    if (t.resumed) detail = "resumed" + std::string(detail.empty() ? "" : "; ") + detail;
+    if (t.binary_cached) detail = "cached cubin" + std::string(detail.empty() ? "" : "; ") + detail;
+    if (detail.size() > 80) detail = detail.substr(0, 77) + "...";
+    out += fmt::format("{:<{}} {} {:<14} {:>10} {:>6} {:>5} {:>5} {:>6} {:>9}  {}\n",
+                       gmjit::format_assignments(t.config), width, report.winner == i ? '*' : ' ',
+                       gmjit::to_string(t.status), format_number(t.median_ms, "{:.4f}", timed),
+                       format_number(t.ci_percent, "{:.1f}", timed), timed ? std::to_string(t.batch) : "-",
+                       compiled ? std::to_string(t.resources.registers) : "-",
+                       compiled ? std::to_string(t.resources.shared_bytes) : "-",
+                       format_number(t.verify_error, "{:.2e}", ran), detail);
+  }
+  if (invalid > 0) {
+    out += fmt::format("{} invalid candidate{} (constraints or device limits) not shown\n", invalid,
+                       invalid == 1 ? "" : "s");
+  }
+  if (report.winner) {
+    const auto& w = report.trials.at(*report.winner);
+    out += fmt::format("winner: {}  {:.4f} ms", gmjit::format_assignments(w.config), w.median_ms);
+    if (const auto margin = winner_margin_percent(report)) {
+      const auto& r = report.trials.at(*report.runner_up);
+      out += fmt::format(", {:.1f}% faster than the runner-up {} ({:.4f} ms)", *margin,
+                         gmjit::format_assignments(r.config), r.median_ms);
+    } else {
+      out += " (no runner-up)";
+    }
+    out += "\n";
+  } else {
+    out += "no configuration verified\n";
+  }
+  out += fmt::format("{} evaluated of {} valid candidates (strategy {}), {} worker restart{}, {:.1f} s\n",
+                     report.evaluations, report.valid_candidates, gmjit::to_string(report.strategy),
+                     report.worker_restarts, report.worker_restarts == 1 ? "" : "s", report.wall_seconds);
+  return out;
+}
+
+}  // namespace gmtune

@@ -1,0 +1,282 @@
+// What a sweep works on: shapes files, the built-in presets, job-array shards, and the problems
+// a cache has not finished yet. Nothing here touches the driver, so all of it runs on a login node.
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include <algorithm>
+#include <charconv>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <numeric>
+#include <set>
+#include <sstream>
+#include <utility>
+
+#include "cache/store.hpp"
+#include "gmjit/tune.hpp"
+#include "lib/core/log.hpp"
+#include "templates/registry.hpp"
+#include "tuner/keys.hpp"
+#include "tuner/presets.hpp"
+
+namespace gmjit {
+namespace {
+
+// How a preset reads its shapes file, beyond what a --shapes file gets.
+struct ReadRules {
+  // kernel name in the file -> (kernel, dtype) this library tunes for it instead
+  std::map<std::string, std::pair<std::string, std::string>> substitutes;
+  // Sweeps of kernels not in the catalog are dropped with one log line instead of failing: a
+  // preset may list kernels the library gains later.
+  bool skip_unknown_kernels = false;
+};
+
+bool in_catalog(const std::string& kernel) {
+  const auto& kernels = templates::catalog();
+  return std::any_of(kernels.begin(), kernels.end(), [&](const auto& k) { return k.name == kernel; });
+}
+
+void check_problem(const Problem& problem, const std::string& where) {
+  try {
+    const auto& kernel = templates::find_kernel(problem.kernel);
+    templates::validate_dtype(kernel, problem.dtype);
+    templates::validate_shape(kernel, problem.shape);
+  } catch (const Error& e) {
+    throw Error(ErrorKind::usage, 0, where + ": " + e.message());
+  }
+}
+
+std::string identity(const Problem& problem) {
+  return fmt::format("{}|{}|{}", problem.kernel, problem.dtype, format_assignments(problem.shape));
+}
+
+// A problem listed twice (in a file, or after a preset's substitution) is one problem of the
+// cache: keeping both would tune it twice, possibly at once in two shards.
+std::vector<Problem> merge_repeats(std::vector<Problem> problems) {
+  std::vector<Problem> unique;
+  std::map<std::string, std::size_t> seen;
+  for (auto& problem : problems) {
+    const auto [at, inserted] = seen.emplace(identity(problem), unique.size());
+    if (inserted) {
+      unique.push_back(std::move(problem));
+      continue;
+    }
+    std::string& label = unique[at->second].label;
+    if (!problem.label.empty() && ("; " + label + "; ").find("; " + problem.label + "; ") == std::string::npos) {
+      label += label.empty() ? problem.label : "; " + problem.label;
+    }
+  }
+  return unique;
+}
+
+std::vector<Problem> parse_shapes(const std::string& text, const std::string& source,
+                                  const std::vector<std::string>& only_kernels, const ReadRules& rules) {
+  nlohmann::json document;
+  try {
+    document = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(ErrorKind::usage, 0, fmt::format("{}: not valid JSON ({})", source, e.what()));
+  }
+  if (!document.is_object() || !document.contains("sweeps") || !document["sweeps"].is_array()) {
+    throw Error(ErrorKind::usage, 0, source + ": expected an object with a \"sweeps\" array");
+  }
+  std::vector<Problem> problems;
+  std::vector<std::string> skipped;
+  const auto& sweeps = document["sweeps"];
+  for (std::size_t s = 0; s < sweeps.size(); ++s) {
+    const auto& entry = sweeps[s];
+    const std::string where = fmt::format("{}: sweep {}", source, s);
+    if (!entry.is_object() || !entry.contains("kernel") || !entry["kernel"].is_string() || !entry.contains("shapes") ||
+        !entry["shapes"].is_array()) {
+      throw Error(ErrorKind::usage, 0, where + ": needs a \"kernel\" string and a \"shapes\" array");
+    }
+    if (entry.contains("dtype") && !entry["dtype"].is_string()) {
+      throw Error(ErrorKind::usage, 0, where + ": \"dtype\" must be a string");
+    }
+    std::string kernel = entry["kernel"].get<std::string>();
+    std::string dtype = entry.value("dtype", std::string());
+    if (const auto substitute = rules.substitutes.find(kernel); substitute != rules.substitutes.end()) {
+      std::tie(kernel, dtype) = substitute->second;
+    }
+    if (!only_kernels.empty() && std::find(only_kernels.begin(), only_kernels.end(), kernel) == only_kernels.end()) {
+      continue;
+    }
+    if (rules.skip_unknown_kernels && !in_catalog(kernel)) {
+      skipped.push_back(fmt::format("{}{}{} ({} shapes)", kernel, dtype.empty() ? "" : " ", dtype,
+                                    entry["shapes"].size()));
+      continue;
+    }
+    const auto& shapes = entry["shapes"];
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      const std::string at = fmt::format("{} ({}), shape {}", where, kernel, i);
+      if (!shapes[i].is_object()) throw Error(ErrorKind::usage, 0, at + ": not an object");
+      Problem problem{kernel, dtype, {}, {}};
+      for (const auto& [key, value] : shapes[i].items()) {
+        if (key == "from") {
+          problem.label = value.is_string() ? value.get<std::string>() : value.dump();
+        } else if (value.is_number_integer()) {
+          problem.shape[key] = value.get<std::int64_t>();
+        } else {
+          throw Error(ErrorKind::usage, 0, fmt::format("{}: '{}' is not an integer ({})", at, key, value.dump()));
+        }
+      }
+      if (problem.dtype.empty()) {
+        try {
+          problem.dtype = templates::find_kernel(kernel).dtypes.front();
+        } catch (const Error& e) {
+          throw Error(ErrorKind::usage, 0, at + ": " + e.message());
+        }
+      }
+      check_problem(problem, at);
+      problems.push_back(std::move(problem));
+    }
+  }
+  if (!skipped.empty()) {
+    detail::logger().warn("{}: skipping sweeps of kernels not in the catalog: {}", source, fmt::join(skipped, ", "));
+  }
+  return merge_repeats(std::move(problems));
+}
+
+struct Preset {
+  const char* name;
+  const char* summary;
+  const char* file;  // embedded shapes file; nullptr: the problems are listed in code
+  ReadRules rules;
+};
+
+const std::vector<Preset>& presets() {
+  static const std::vector<Preset> all = {
+      {"default", "vector_add fp32 and fp16 at n=2^24, sgemm fp32 at 1024^3 and 4096^3", nullptr, {}},
+      {"llm",
+       "the GEMM shapes of LLM layers (llama-3-8b and -70b projections), square, GPU MODE and KernelBench "
+       "matmul sizes; their bf16/fp16 'gemm' is tuned as sgemm fp32 until a half-precision GEMM exists, and a "
+       "shape listed twice is tuned once",
+       "llm.json",
+       {{{"gemm", {"sgemm", "fp32"}}}, false}},
+      {"gpumode",
+       "the GPU MODE / KernelBench memory-bound problems; sweeps of kernels not yet in the catalog are skipped "
+       "(today only vector_add fp16 is tuned)",
+       "gpumode.json",
+       {{}, true}},
+  };
+  return all;
+}
+
+const Preset& find_preset(const std::string& name) {
+  for (const auto& preset : presets()) {
+    if (preset.name == name) return preset;
+  }
+  throw Error(ErrorKind::usage, 0, fmt::format("unknown preset '{}' (presets: {})", name, fmt::join(preset_names(), ", ")));
+}
+
+std::string embedded_preset_text(const std::string& file) {
+  for (const auto& embedded : tuner::embedded_presets()) {
+    if (file == embedded.name) return embedded.content;
+  }
+  throw Error(ErrorKind::usage, 0, "preset file '" + file + "' is not embedded in this build");
+}
+
+// Digits only: from_chars alone would accept a leading '-' for a signed type and stop quietly
+// at trailing junk.
+bool parse_count(const std::string& text, std::size_t& value) {
+  if (text.empty() || !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return false;
+  }
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  return error == std::errc() && end == text.data() + text.size();
+}
+
+}  // namespace
+
+std::vector<Problem> read_shapes_file(const std::string& path, const std::vector<std::string>& only_kernels) {
+  std::ifstream in(path);
+  if (!in) throw Error(ErrorKind::usage, 0, "cannot read shapes file '" + path + "'");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_shapes(text.str(), path, only_kernels, {});
+}
+
+std::vector<std::string> preset_names() {
+  std::vector<std::string> names;
+  for (const auto& preset : presets()) names.emplace_back(preset.name);
+  return names;
+}
+
+std::string preset_summary(const std::string& name) { return find_preset(name).summary; }
+
+std::vector<Problem> preset_problems(const std::string& name) {
+  const Preset& preset = find_preset(name);
+  if (preset.file != nullptr) {
+    return parse_shapes(embedded_preset_text(preset.file), "preset " + name, {}, preset.rules);
+  }
+  return {
+      {"vector_add", "fp32", {{"n", 1 << 24}}, "preset default"},
+      {"vector_add", "fp16", {{"n", 1 << 24}}, "preset default"},
+      {"sgemm", "fp32", {{"m", 1024}, {"n", 1024}, {"k", 1024}}, "preset default"},
+      {"sgemm", "fp32", {{"m", 4096}, {"n", 4096}, {"k", 4096}}, "preset default"},
+  };
+}
+
+ShardSpec parse_shard(const std::string& text) {
+  const auto slash = text.find('/');
+  ShardSpec spec;
+  if (slash == std::string::npos || !parse_count(text.substr(0, slash), spec.index) ||
+      !parse_count(text.substr(slash + 1), spec.count)) {
+    throw Error(ErrorKind::usage, 0, fmt::format("'{}': a shard is I/N, e.g. 0/4 (I from 0 to N-1)", text));
+  }
+  if (spec.count == 0 || spec.index >= spec.count) {
+    throw Error(ErrorKind::usage, 0,
+                fmt::format("'{}': shard index must be below the shard count (I from 0 to N-1, N at least 1)", text));
+  }
+  return spec;
+}
+
+std::vector<Problem> shard_problems(const std::vector<Problem>& problems, std::size_t index, std::size_t count) {
+  if (count == 0 || index >= count) {
+    throw Error(ErrorKind::usage, 0, fmt::format("shard {}/{}: index must be below the count", index, count));
+  }
+  // Ranking by a hash rather than by position spreads each file's runs of similar sizes (e.g.
+  // m = 1..4096 for one weight) over the shards, so no shard gets all the slow ones.
+  std::vector<std::pair<std::uint64_t, std::size_t>> ranked;
+  ranked.reserve(problems.size());
+  for (std::size_t i = 0; i < problems.size(); ++i) {
+    const std::string id = identity(problems[i]);
+    ranked.emplace_back(XXH3_64bits(id.data(), id.size()), i);
+  }
+  std::sort(ranked.begin(), ranked.end());
+  std::vector<std::size_t> mine;
+  for (std::size_t rank = index; rank < ranked.size(); rank += count) mine.push_back(ranked[rank].second);
+  std::sort(mine.begin(), mine.end());
+  std::vector<Problem> shard;
+  shard.reserve(mine.size());
+  for (const auto i : mine) shard.push_back(problems[i]);
+  return shard;
+}
+
+std::vector<Problem> pending_problems(const std::vector<Problem>& problems, const std::string& db_path,
+                                      const std::string& device_key) {
+  const std::filesystem::path path = db_path.empty() ? cache::default_path() : std::filesystem::path(db_path);
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) return problems;
+  cache::Store store(path);
+  std::set<std::string> finished_anywhere;
+  if (device_key.empty()) {
+    for (const auto& winner : store.winners()) finished_anywhere.insert(winner.problem_key);
+  }
+  std::vector<Problem> pending;
+  for (const auto& problem : problems) {
+    const auto& kernel = templates::find_kernel(problem.kernel);
+    const std::string dtype = problem.dtype.empty() ? kernel.dtypes.front() : problem.dtype;
+    const std::string key = tuner::problem_key(problem.kernel, templates::template_hash(kernel.header), dtype,
+                                               tuner::kRowMajor, problem.shape);
+    const bool finished =
+        device_key.empty() ? finished_anywhere.count(key) > 0 : store.find_winner(device_key, key).has_value();
+    if (!finished) pending.push_back(problem);
+  }
+  return pending;
+}
+
+}  // namespace gmjit
