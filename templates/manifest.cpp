@@ -27,7 +27,9 @@ using nlohmann::json;
 
 std::string index_path(const std::string& field, std::size_t i) { return fmt::format("{}[{}]", field, i); }
 
-enum class Op { add, sub, mul, div, mod, ceil_div, min, max, lt, le, gt, ge, eq, ne, logical_and, logical_or, logical_not };
+enum class Op {
+  add, sub, mul, div, mod, ceil_div, min, max, lt, le, gt, ge, eq, ne, logical_and, logical_or, logical_not
+};
 
 struct OpInfo {
   const char* name;
@@ -38,12 +40,12 @@ struct OpInfo {
 
 constexpr std::size_t kAny = std::numeric_limits<std::size_t>::max();
 constexpr OpInfo kOps[] = {
-    {"+", Op::add, 2, kAny},       {"-", Op::sub, 1, 2},          {"*", Op::mul, 2, kAny},
-    {"/", Op::div, 2, 2},          {"%", Op::mod, 2, 2},          {"ceil_div", Op::ceil_div, 2, 2},
-    {"min", Op::min, 2, kAny},     {"max", Op::max, 2, kAny},     {"<", Op::lt, 2, 2},
-    {"<=", Op::le, 2, 2},          {">", Op::gt, 2, 2},           {">=", Op::ge, 2, 2},
-    {"==", Op::eq, 2, 2},          {"!=", Op::ne, 2, 2},          {"and", Op::logical_and, 2, kAny},
-    {"or", Op::logical_or, 2, kAny}, {"not", Op::logical_not, 1, 1},
+    {"+", Op::add, 2, kAny},    {"-", Op::sub, 1, 2},    {"*", Op::mul, 2, kAny},
+    {"/", Op::div, 2, 2},       {"%", Op::mod, 2, 2},    {"ceil_div", Op::ceil_div, 2, 2},
+    {"min", Op::min, 2, kAny},  {"max", Op::max, 2, kAny},
+    {"<", Op::lt, 2, 2},        {"<=", Op::le, 2, 2},    {">", Op::gt, 2, 2},
+    {">=", Op::ge, 2, 2},       {"==", Op::eq, 2, 2},    {"!=", Op::ne, 2, 2},
+    {"and", Op::logical_and, 2, kAny}, {"or", Op::logical_or, 2, kAny}, {"not", Op::logical_not, 1, 1},
 };
 
 enum class Source { literal, problem, param, elem_bytes, op };
@@ -99,7 +101,9 @@ Expr parse_expr(const json& j, const std::string& field, const Scope& scope) {
       e.source = Source::elem_bytes;
     } else {
       std::vector<std::string> known;
-      if (scope.problem_keys != nullptr) known.insert(known.end(), scope.problem_keys->begin(), scope.problem_keys->end());
+      if (scope.problem_keys != nullptr) {
+        known.insert(known.end(), scope.problem_keys->begin(), scope.problem_keys->end());
+      }
       if (scope.params != nullptr) known.insert(known.end(), scope.params->begin(), scope.params->end());
       if (scope.elem_bytes) known.push_back("elem_bytes");
       fail(field, fmt::format("unknown name '{}' (this field may use: {})", e.name,
@@ -131,7 +135,9 @@ Expr parse_expr(const json& j, const std::string& field, const Scope& scope) {
   fail(field, fmt::format("expected an integer, a name or [operation, arguments...]; got {}", j.dump()));
 }
 
-Field parse_field(const json& j, const std::string& path, const Scope& scope) { return {path, parse_expr(j, path, scope)}; }
+Field parse_field(const json& j, const std::string& path, const Scope& scope) {
+  return {path, parse_expr(j, path, scope)};
+}
 
 std::string describe_values(const Values& v) {
   std::map<std::string, std::int64_t> all;
@@ -149,8 +155,9 @@ class Evaluator {
 
  private:
   [[noreturn]] void error(const std::string& what) const {
-    throw Error(ErrorKind::usage, 0,
-                fmt::format("kernel '{}', manifest field {}: {} at {}", kernel_, field_.path, what, describe_values(values_)));
+    throw Error(
+        ErrorKind::usage, 0,
+        fmt::format("kernel '{}', manifest field {}: {} at {}", kernel_, field_.path, what, describe_values(values_)));
   }
 
   std::int64_t lookup(const std::map<std::string, std::int64_t>* values, const std::string& name) const {
@@ -210,7 +217,9 @@ class Evaluator {
       case Op::min:
       case Op::max:
         r = eval(a[0]);
-        for (std::size_t i = 1; i < a.size(); ++i) r = e.op == Op::min ? std::min(r, eval(a[i])) : std::max(r, eval(a[i]));
+        for (std::size_t i = 1; i < a.size(); ++i) {
+          r = e.op == Op::min ? std::min(r, eval(a[i])) : std::max(r, eval(a[i]));
+        }
         return r;
       case Op::lt: return eval(a[0]) < eval(a[1]);
       case Op::le: return eval(a[0]) <= eval(a[1]);
@@ -297,7 +306,9 @@ struct Manifest {
 
   LaunchGeometry launch(const Dims& dims, const Shape& shape, const Config* config, std::int64_t elem_bytes) const {
     LaunchGeometry g;
-    for (std::size_t i = 0; i < dims.grid.size(); ++i) g.grid[i] = dimension(dims.grid[i], shape, config, elem_bytes, 1);
+    for (std::size_t i = 0; i < dims.grid.size(); ++i) {
+      g.grid[i] = dimension(dims.grid[i], shape, config, elem_bytes, 1);
+    }
     for (std::size_t i = 0; i < dims.block.size(); ++i) {
       g.block[i] = dimension(dims.block[i], shape, config, elem_bytes, 1);
     }
@@ -305,8 +316,6 @@ struct Manifest {
     return g;
   }
 };
-
-// ---- parsing helpers: each names the field it rejects ----
 
 void only_fields(const json& object, const std::string& path, std::initializer_list<const char*> known) {
   for (const auto& item : object.items()) {
@@ -342,7 +351,8 @@ std::string require_string(const json& j, const std::string& path) {
 
 bool is_identifier(const std::string& s) {
   if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
 }
 
 std::string require_identifier(const json& j, const std::string& path) {
@@ -427,9 +437,9 @@ KernelDescriptor parse_manifest(const std::string& manifest_json, const std::str
     throw Error(ErrorKind::usage, 0, fmt::format("kernel manifest: not valid JSON: {}", e.what()));
   }
   if (!root.is_object()) fail("(top level)", "expected an object");
-  only_fields(root, "", {"name", "summary", "header", "header_file", "problem_keys", "dtypes", "params",
-                         "default_config", "constraints", "name_expression", "geometry", "tensors", "scalars",
-                         "reference", "tolerance"});
+  only_fields(root, "",
+              {"name", "summary", "header", "header_file", "problem_keys", "dtypes", "params", "default_config",
+               "constraints", "name_expression", "geometry", "tensors", "scalars", "reference", "tolerance"});
 
   auto m = std::make_shared<Manifest>();
   KernelDescriptor d;
@@ -442,7 +452,8 @@ KernelDescriptor parse_manifest(const std::string& manifest_json, const std::str
   if (d.header.empty() || d.header.front() == '/' || d.header.rfind("gmjit/", 0) == 0 ||
       d.header.find_first_of("\"<> \t\n\\") != std::string::npos) {
     fail("header", fmt::format("'{}' is not a usable include name (relative, no quotes, spaces or backslashes; "
-                               "gmjit/ is reserved for the built-in templates)", d.header));
+                               "gmjit/ is reserved for the built-in templates)",
+                               d.header));
   }
   if (header_source.empty()) fail("header", "the .cuh source is empty");
   if (root.contains("header_file")) require_string(root["header_file"], "header_file");
@@ -450,7 +461,9 @@ KernelDescriptor parse_manifest(const std::string& manifest_json, const std::str
   std::set<std::string> taken;
   const json& keys = require_array(require(root, "", "problem_keys"), "problem_keys");
   if (keys.empty()) fail("problem_keys", "a kernel needs at least one problem key");
-  for (std::size_t i = 0; i < keys.size(); ++i) m->problem_keys.push_back(claim_name(keys[i], index_path("problem_keys", i), taken));
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    m->problem_keys.push_back(claim_name(keys[i], index_path("problem_keys", i), taken));
+  }
   d.problem_keys = m->problem_keys;
 
   const json& dtypes = require_array(require(root, "", "dtypes"), "dtypes");
@@ -494,7 +507,8 @@ KernelDescriptor parse_manifest(const std::string& manifest_json, const std::str
   if (root.contains("default_config")) {
     for (const auto& item : require_object(root["default_config"], "default_config").items()) {
       const std::string at = "default_config." + item.key();
-      const auto param = std::find_if(d.params.begin(), d.params.end(), [&](const auto& p) { return p.name == item.key(); });
+      const auto param =
+          std::find_if(d.params.begin(), d.params.end(), [&](const auto& p) { return p.name == item.key(); });
       if (param == d.params.end()) fail(at, "not a parameter");
       const std::int64_t value = require_integer(item.value(), at);
       if (std::find(param->values.begin(), param->values.end(), value) == param->values.end()) {
@@ -582,7 +596,8 @@ KernelDescriptor parse_manifest(const std::string& manifest_json, const std::str
   if (root.contains("reference")) {
     const json& reference = require_object(root["reference"], "reference");
     only_fields(reference, "reference", {"name_expression", "grid", "block"});
-    m->reference_format = require_string(require(reference, "reference", "name_expression"), "reference.name_expression");
+    m->reference_format =
+        require_string(require(reference, "reference", "name_expression"), "reference.name_expression");
     check_format(m->reference_format, {{"T", std::string("float")}, {"dtype", std::string("fp32")}},
                  "reference.name_expression");
     m->reference_geometry.grid = parse_dims(require(reference, "reference", "grid"), "reference.grid", shape_scope);
@@ -618,10 +633,13 @@ KernelDescriptor parse_manifest(const std::string& manifest_json, const std::str
     try {
       return format_named(m->name_format, args);
     } catch (const fmt::format_error& e) {
-      throw Error(ErrorKind::usage, 0, fmt::format("kernel '{}', manifest field name_expression: {}", m->name, e.what()));
+      throw Error(ErrorKind::usage, 0,
+                  fmt::format("kernel '{}', manifest field name_expression: {}", m->name, e.what()));
     }
   };
-  d.geometry = [m](const Config& c, const Shape& s, const DtypeInfo& t) { return m->launch(m->geometry, s, &c, t.bytes); };
+  d.geometry = [m](const Config& c, const Shape& s, const DtypeInfo& t) {
+    return m->launch(m->geometry, s, &c, t.bytes);
+  };
   d.tensors = [m](const Shape& s) {
     std::vector<TensorArg> out;
     for (const auto& t : m->tensors) {

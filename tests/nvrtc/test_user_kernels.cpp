@@ -53,13 +53,17 @@ TEST(UserKernels, EveryBrokenModeCompilesExceptModeOne) {
         ok = true;
         if (config.at("mode") == 1) {
           problem = "mode 1 compiled";
-        } else if (r.cubin.size() < 4 || std::memcmp(r.cubin.data(), "\x7f" "ELF", 4) != 0) {
+        } else if (r.cubin.size() < 4 || std::memcmp(r.cubin.data(),
+                                                     "\x7f"
+                                                     "ELF",
+                                                     4) != 0) {
           problem = "cubin is not an ELF image";
         } else if (r.ptx.find(".target sm_90a") == std::string::npos) {
           problem = "PTX does not target sm_90a";
         } else if (r.ptx.find(r.lowered_name) == std::string::npos) {
           problem = "lowered name missing from PTX";
-        } else if (r.name_expression != fmt::format("user::broken<float, {}, {}>", config.at("mode"), config.at("block"))) {
+        } else if (r.name_expression !=
+                   fmt::format("user::broken<float, {}, {}>", config.at("mode"), config.at("block"))) {
           problem = "name expression " + r.name_expression;
         } else if (config.at("mode") == 4 && r.ptx.find("ld.volatile.global") == std::string::npos) {
           problem = "the spin loop's volatile load was compiled away";

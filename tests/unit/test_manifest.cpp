@@ -20,7 +20,8 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kSource = "#pragma once\nnamespace demo { template <typename T, int B> __global__ void k() {} }\n";
+constexpr const char* kSource =
+    "#pragma once\nnamespace demo { template <typename T, int B> __global__ void k() {} }\n";
 
 // A complete, valid manifest the tests below change one field at a time.
 json base_manifest(const std::string& name = "demo_scale") {
@@ -133,11 +134,20 @@ TEST(Manifest, EveryValidationErrorNamesItsField) {
       {"problem_keys", [](json& j) { j["problem_keys"] = json::array(); }},
       {"problem_keys", [](json& j) { j["problem_keys"] = "n"; }},
       {"problem_keys[0]", [](json& j) { j["problem_keys"] = json::array({1}); }},
-      {"problem_keys[1]", [](json& j) { j["problem_keys"] = json::array({"n", "n"}); }},
+      {"problem_keys[1]",
+       [](json& j) {
+         j["problem_keys"] = json::array({"n", "n"});
+       }},
       {"problem_keys[0]", [](json& j) { j["problem_keys"] = json::array({"elem_bytes"}); }},
       {"dtypes", [](json& j) { j["dtypes"] = json::array(); }},
-      {"dtypes[1]", [](json& j) { j["dtypes"] = json::array({"fp32", "fp64"}); }},
-      {"dtypes[1]", [](json& j) { j["dtypes"] = json::array({"fp32", "fp32"}); }},
+      {"dtypes[1]",
+       [](json& j) {
+         j["dtypes"] = json::array({"fp32", "fp64"});
+       }},
+      {"dtypes[1]",
+       [](json& j) {
+         j["dtypes"] = json::array({"fp32", "fp32"});
+       }},
       {"params", [](json& j) { j["params"] = json::object(); }},
       {"params[0]", [](json& j) { j["params"][0] = "block"; }},
       {"params[0].name", [](json& j) { j["params"][0].erase("name"); }},
@@ -145,9 +155,18 @@ TEST(Manifest, EveryValidationErrorNamesItsField) {
       {"params[1].name", [](json& j) { j["params"][1]["name"] = "n"; }},
       {"params[1].name", [](json& j) { j["params"][1]["name"] = "block"; }},
       {"params[0].values", [](json& j) { j["params"][0]["values"] = json::array(); }},
-      {"params[0].values[1]", [](json& j) { j["params"][0]["values"] = json::array({64, "x"}); }},
-      {"params[0].values[1]", [](json& j) { j["params"][0]["values"] = json::array({64, 1.5}); }},
-      {"params[0].values[1]", [](json& j) { j["params"][0]["values"] = json::array({64, 64}); }},
+      {"params[0].values[1]",
+       [](json& j) {
+         j["params"][0]["values"] = json::array({64, "x"});
+       }},
+      {"params[0].values[1]",
+       [](json& j) {
+         j["params"][0]["values"] = json::array({64, 1.5});
+       }},
+      {"params[0].values[1]",
+       [](json& j) {
+         j["params"][0]["values"] = json::array({64, 64});
+       }},
       {"params[0].doc", [](json& j) { j["params"][0]["doc"] = false; }},
       {"params[0].range", [](json& j) { j["params"][0]["range"] = 1; }},
       {"default_config", [](json& j) { j["default_config"] = json::array(); }},
@@ -155,15 +174,32 @@ TEST(Manifest, EveryValidationErrorNamesItsField) {
       {"default_config.block", [](json& j) { j["default_config"]["block"] = "128"; }},
       {"default_config.warps", [](json& j) { j["default_config"]["warps"] = 1; }},
       {"constraints[0].rule", [](json& j) { j["constraints"][0].erase("rule"); }},
-      {"constraints[0].rule[0]", [](json& j) { j["constraints"][0]["rule"] = json::array({"**", "n", 2}); }},
-      {"constraints[0].rule", [](json& j) { j["constraints"][0]["rule"] = json::array({"ceil_div", "n"}); }},
-      {"constraints[0].rule", [](json& j) { j["constraints"][0]["rule"] = json::array({"not", 1, 2}); }},
+      {"constraints[0].rule[0]",
+       [](json& j) {
+         j["constraints"][0]["rule"] = json::array({"**", "n", 2});
+       }},
+      {"constraints[0].rule",
+       [](json& j) {
+         j["constraints"][0]["rule"] = json::array({"ceil_div", "n"});
+       }},
+      {"constraints[0].rule",
+       [](json& j) {
+         j["constraints"][0]["rule"] = json::array({"not", 1, 2});
+       }},
       {"constraints[0].rule", [](json& j) { j["constraints"][0]["rule"] = json::array(); }},
       {"constraints[0].rule", [](json& j) { j["constraints"][0]["rule"] = true; }},
-      {"constraints[0].rule[2]", [](json& j) { j["constraints"][0]["rule"] = json::array({"<", "n", "blok"}); }},
-      {"constraints[0].rule[1]", [](json& j) { j["constraints"][0]["rule"] = json::array({"<", "elem_bytes", 4}); }},
+      {"constraints[0].rule[2]",
+       [](json& j) {
+         j["constraints"][0]["rule"] = json::array({"<", "n", "blok"});
+       }},
+      {"constraints[0].rule[1]",
+       [](json& j) {
+         j["constraints"][0]["rule"] = json::array({"<", "elem_bytes", 4});
+       }},
       {"constraints[0].rule[2][1]",
-       [](json& j) { j["constraints"][0]["rule"] = json::array({"<", "n", json::array({"-", 2.5})}); }},
+       [](json& j) {
+         j["constraints"][0]["rule"] = json::array({"<", "n", json::array({"-", 2.5})});
+       }},
       {"constraints[0].message", [](json& j) { j["constraints"][0].erase("message"); }},
       {"constraints[0].message", [](json& j) { j["constraints"][0]["message"] = ""; }},
       {"name_expression", [](json& j) { j.erase("name_expression"); }},
@@ -176,9 +212,14 @@ TEST(Manifest, EveryValidationErrorNamesItsField) {
       {"geometry", [](json& j) { j.erase("geometry"); }},
       {"geometry.grid", [](json& j) { j["geometry"].erase("grid"); }},
       {"geometry.grid", [](json& j) { j["geometry"]["grid"] = json::array(); }},
-      {"geometry.grid", [](json& j) { j["geometry"]["grid"] = json::array({1, 1, 1, 1}); }},
+      {"geometry.grid",
+       [](json& j) {
+         j["geometry"]["grid"] = json::array({1, 1, 1, 1});
+       }},
       {"geometry.block[0][2]",
-       [](json& j) { j["geometry"]["block"] = json::array({json::array({"*", "block", 1.5})}); }},
+       [](json& j) {
+         j["geometry"]["block"] = json::array({json::array({"*", "block", 1.5})});
+       }},
       {"geometry.shared_bytes", [](json& j) { j["geometry"]["shared_bytes"] = "smem"; }},
       {"geometry.cluster", [](json& j) { j["geometry"]["cluster"] = json::array({2}); }},
       {"tensors", [](json& j) { j["tensors"] = json::array(); }},
@@ -188,7 +229,10 @@ TEST(Manifest, EveryValidationErrorNamesItsField) {
       {"tensors[0].elements", [](json& j) { j["tensors"][0]["elements"] = "block"; }},
       {"tensors[0].elements", [](json& j) { j["tensors"][0].erase("elements"); }},
       {"tensors[0].output", [](json& j) { j["tensors"][0]["output"] = 0; }},
-      {"tensors[2]", [](json& j) { j["tensors"].push_back({{"name", "z"}, {"elements", "n"}, {"output", false}}); }},
+      {"tensors[2]",
+       [](json& j) {
+         j["tensors"].push_back({{"name", "z"}, {"elements", "n"}, {"output", false}});
+       }},
       {"scalars[0].name", [](json& j) { j["scalars"][0]["name"] = "x"; }},
       {"scalars[0].type", [](json& j) { j["scalars"][0]["type"] = "u8"; }},
       {"scalars[0].value", [](json& j) { j["scalars"][0]["value"] = "items"; }},
@@ -329,8 +373,8 @@ TEST(Manifest, NameExpressionsFormatNamedPlaceholders) {
 
 TEST(Manifest, ConstraintsRejectConfigsWhoseRuleIsZero) {
   json manifest = base_manifest();
-  manifest["constraints"].push_back(
-      {{"rule", json::parse(R"(["==", ["%", "n", ["*", "block", "items"]], 0])")}, {"message", "n must be whole blocks"}});
+  manifest["constraints"].push_back({{"rule", json::parse(R"(["==", ["%", "n", ["*", "block", "items"]], 0])")},
+                                     {"message", "n must be whole blocks"}});
   const KernelDescriptor d = parse(manifest);
   EXPECT_EQ(d.constraints_doc, "block * items must be <= 256; n must be whole blocks");
   const Shape shape{{"n", 512}, {"m", 1}};
@@ -340,8 +384,9 @@ TEST(Manifest, ConstraintsRejectConfigsWhoseRuleIsZero) {
   // 3 x 3 domains, of which block * items <= 256 leaves 64x{1,2,4}, 128x{1,2}, 256x{1}.
   EXPECT_EQ(all_configs(d).size(), 9u);
   EXPECT_EQ(valid_configs(d, shape).size(), 6u);
-  const std::string message =
-      usage_message([&] { resolve_config(d, {{"n", 500}, {"m", 1}}, "fp32", {{"block", 64}, {"items", 1}}); });
+  const std::string message = usage_message([&] {
+    resolve_config(d, {{"n", 500}, {"m", 1}}, "fp32", {{"block", 64}, {"items", 1}});
+  });
   EXPECT_NE(message.find("n must be whole blocks"), std::string::npos) << message;
 }
 
@@ -384,7 +429,9 @@ TEST(Manifest, GeometryTensorsAndReference) {
 
   json zero = base_manifest();
   zero["geometry"]["grid"] = json::parse(R"([["-", "n", 1000]])");
-  const std::string message = usage_message([&] { parse(zero).geometry({{"block", 64}, {"items", 1}}, shape, dtype_info("fp32")); });
+  const std::string message = usage_message([&] {
+    parse(zero).geometry({{"block", 64}, {"items", 1}}, shape, dtype_info("fp32"));
+  });
   EXPECT_NE(message.find("geometry.grid[0]"), std::string::npos) << message;
   EXPECT_NE(message.find("outside [1, "), std::string::npos) << message;
   json empty = base_manifest();
@@ -442,8 +489,9 @@ TEST(ManifestRegistry, RegisteringTheSameNameAgainReplacesIt) {
 }
 
 TEST(ManifestRegistry, BuiltInsAndTheirHeadersAreNotReplaced) {
-  EXPECT_EQ(usage_message([] { register_manifest_kernel(base_manifest("sgemm").dump(), kSource); })
-                .rfind("name: 'sgemm' is a built-in kernel", 0),
+  EXPECT_EQ(usage_message([] {
+              register_manifest_kernel(base_manifest("sgemm").dump(), kSource);
+            }).rfind("name: 'sgemm' is a built-in kernel", 0),
             0u);
   json taken = base_manifest("demo_header_owner");
   taken["header"] = "demo/owned.cuh";
@@ -471,14 +519,17 @@ TEST(ManifestApi, HostReferenceIsWiredIntoTheDescriptor) {
   ASSERT_TRUE(d.host_reference);
   const auto out = d.host_reference({{1.0, 2.5}}, {{"n", 2}, {"m", 3}});
   EXPECT_EQ(out, (std::vector<std::vector<double>>{{5.0, 8.0}}));
-  const std::string no_reference =
-      usage_message([&] { codegen::specialize_reference(d, {{"n", 2}, {"m", 1}}, "fp32"); });
+  const std::string no_reference = usage_message([&] {
+    codegen::specialize_reference(d, {{"n", 2}, {"m", 1}}, "fp32");
+  });
   EXPECT_NE(no_reference.find("host reference"), std::string::npos) << no_reference;
 
   // A registration needs exactly one reference.
-  EXPECT_EQ(usage_message([&] { register_kernel(manifest.dump(), kSource); }).rfind("kernel manifest: reference: ", 0), 0u);
-  EXPECT_EQ(usage_message([&] { register_kernel(base_manifest("demo_two_references").dump(), kSource, scale_by_two); })
-                .rfind("kernel manifest: reference: ", 0),
+  EXPECT_EQ(usage_message([&] { register_kernel(manifest.dump(), kSource); }).rfind("kernel manifest: reference: ", 0),
+            0u);
+  EXPECT_EQ(usage_message([&] {
+              register_kernel(base_manifest("demo_two_references").dump(), kSource, scale_by_two);
+            }).rfind("kernel manifest: reference: ", 0),
             0u);
 }
 
