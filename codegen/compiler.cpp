@@ -128,11 +128,16 @@ GeneratedSource specialize(const templates::KernelDescriptor& kernel, const Shap
 
 GeneratedSource specialize_reference(const templates::KernelDescriptor& kernel, const Shape& shape,
                                      const std::string& dtype) {
+  if (!kernel.reference_expression) {
+    throw Error(ErrorKind::usage, 0,
+                fmt::format("{} has no reference kernel{}", kernel.name,
+                            kernel.host_reference ? " (it is verified against a host reference)" : ""));
+  }
   GeneratedSource out;
   out.kernel = kernel.name + ".reference";
   out.dtype = dtype;
   out.shape = shape;
-  out.header = templates::kReferenceHeader;
+  out.header = kernel.reference_header;
   out.name_expression = kernel.reference_expression(templates::dtype_info(dtype));
   out.file_name = kernel.name + "_" + dtype + "_reference.cu";
   out.source = fmt::format("// gmjit: reference for {} {}\n#include \"{}\"\n", kernel.name, dtype, out.header);

@@ -12,8 +12,8 @@ const char* version() { return GMJIT_VERSION; }
 std::vector<KernelInfo> list_kernels() {
   std::vector<KernelInfo> kernels;
   for (const auto& d : templates::catalog()) {
-    KernelInfo info{d.name, d.summary, d.header, templates::template_hash(d.header), d.problem_keys, d.dtypes, {},
-                    d.default_config, d.constraints_doc};
+    KernelInfo info{d.name,           d.summary, d.header, templates::template_hash(d.header), d.problem_keys, d.dtypes, {},
+                    d.default_config, d.constraints_doc, templates::is_user_kernel(d.name)};
     for (const auto& p : d.params) info.params.push_back({p.name, p.values, p.doc});
     kernels.push_back(std::move(info));
   }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <set>
@@ -114,9 +115,28 @@ const DtypeInfo& dtype_info(const std::string& name) {
   throw Error(ErrorKind::usage, 0, "unknown dtype '" + name + "' (fp32, fp16, bf16)");
 }
 
+namespace {
+
+struct CatalogStore {
+  std::mutex mutex;
+  // Snapshots are never freed: catalog() and find_kernel() hand out references into them, which
+  // must outlive any later registration. Registrations are rare, so the copies cost little.
+  std::deque<std::vector<KernelDescriptor>> snapshots;
+};
+
+CatalogStore& catalog_store() {
+  static CatalogStore store;
+  static std::once_flag filled;
+  std::call_once(filled, [] { store.snapshots.push_back({vector_add_descriptor(), sgemm_descriptor()}); });
+  return store;
+}
+
+}  // namespace
+
 const std::vector<KernelDescriptor>& catalog() {
-  static const std::vector<KernelDescriptor> kernels = {vector_add_descriptor(), sgemm_descriptor()};
-  return kernels;
+  auto& store = catalog_store();
+  std::lock_guard lock(store.mutex);
+  return store.snapshots.back();
 }
 
 const KernelDescriptor& find_kernel(const std::string& name) {
@@ -126,6 +146,47 @@ const KernelDescriptor& find_kernel(const std::string& name) {
     known += (known.empty() ? "" : ", ") + kernel.name;
   }
   throw Error(ErrorKind::usage, 0, "unknown kernel '" + name + "' (known: " + known + ")");
+}
+
+const KernelDescriptor& register_user_kernel(KernelDescriptor kernel) {
+  auto& store = catalog_store();
+  std::lock_guard lock(store.mutex);
+  const std::size_t builtins = store.snapshots.front().size();
+  std::vector<KernelDescriptor> next = store.snapshots.back();
+  const auto same = std::find_if(next.begin(), next.end(), [&](const auto& k) { return k.name == kernel.name; });
+  const auto at = static_cast<std::size_t>(same - next.begin());
+  if (at < builtins) {
+    throw Error(ErrorKind::usage, 0, fmt::format("name: '{}' is a built-in kernel", kernel.name));
+  }
+  for (const auto& header : embedded_headers()) {
+    if (kernel.header == header.name) {
+      throw Error(ErrorKind::usage, 0, fmt::format("header: '{}' is a built-in template's", kernel.header));
+    }
+  }
+  for (std::size_t i = builtins; i < next.size(); ++i) {
+    if (next[i].header == kernel.header && next[i].name != kernel.name) {
+      throw Error(ErrorKind::usage, 0,
+                  fmt::format("header: '{}' already holds kernel '{}'", kernel.header, next[i].name));
+    }
+  }
+  register_header(kernel.header, kernel.header_source);
+  if (same == next.end()) {
+    next.push_back(std::move(kernel));
+  } else {
+    *same = std::move(kernel);
+  }
+  store.snapshots.push_back(std::move(next));
+  return store.snapshots.back()[at];
+}
+
+bool is_user_kernel(const std::string& name) {
+  auto& store = catalog_store();
+  std::lock_guard lock(store.mutex);
+  const auto& current = store.snapshots.back();
+  for (std::size_t i = store.snapshots.front().size(); i < current.size(); ++i) {
+    if (current[i].name == name) return true;
+  }
+  return false;
 }
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }

@@ -62,6 +62,12 @@ struct Work {
   std::int64_t shared_bytes = 0;  // per block, static + dynamic
   int registers = 32;             // per thread, as expected before compiling
 };
+// Every reference kernel of a built-in template lives in this one embedded header.
+inline constexpr const char* kReferenceHeader = "gmjit/reference.cuh";
+
+// Inputs converted to double in argument order -> one vector per output tensor.
+using HostReference = std::function<std::vector<std::vector<double>>(const std::vector<std::vector<double>>& inputs,
+                                                                     const Shape& shape)>;
 
 struct KernelDescriptor {
   std::string name;
@@ -83,20 +89,38 @@ struct KernelDescriptor {
   std::function<void(detail::KernelArgs&, const Shape&)> add_scalars;
 
   // The reference kernel takes the same inputs, one double output per output element, and the
-  // same scalars; it accumulates in double.
+  // same scalars; it accumulates in double. Empty when host_reference is set instead.
   std::function<std::string(const DtypeInfo&)> reference_expression;
+  std::string reference_header = kReferenceHeader;  // the header that defines it
   std::function<LaunchGeometry(const Shape&)> reference_geometry;
   // Largest relative L2 error (||out - ref|| / ||ref||) accepted for a dtype.
   std::function<double(const DtypeInfo&, const Shape&)> tolerance;
   // Optional: the analytic model's input. Without it the model assumes every tensor is moved
   // once and ranks by occupancy and waves alone.
   std::function<Work(const Config&, const Shape&, const DtypeInfo&)> work;
+  // A reference computed on the host from a user's C++ function; it lives only in the process
+  // that registered the kernel, so a worker process cannot have it.
+  HostReference host_reference;
+
+  // A kernel registered from a manifest keeps both texts (built-ins leave them empty), so the
+  // tuner can register the same kernel in its worker processes.
+  std::string manifest_json;
+  std::string header_source;
 };
 
-// Every built-in kernel, in catalog order.
+// Every kernel: the built-ins in catalog order, then user kernels in order of first registration.
+// The vector is a snapshot: a later registration makes a new one and leaves this one intact, so
+// references into it (and from find_kernel) stay valid for the life of the process.
 const std::vector<KernelDescriptor>& catalog();
 // Throws Error(usage) naming the kernel and the known ones.
 const KernelDescriptor& find_kernel(const std::string& name);
+// Registers kernel.header_source under kernel.header and adds the kernel to the catalog, or
+// replaces the user kernel of the same name (keeping its catalog position). Throws Error(usage)
+// when the name is a built-in kernel's, or the header is an embedded one or another user
+// kernel's. Descriptors come from parse_manifest (templates/manifest.hpp).
+const KernelDescriptor& register_user_kernel(KernelDescriptor kernel);
+// True for kernels added by register_user_kernel.
+bool is_user_kernel(const std::string& name);
 
 // Full validation of a request against a descriptor; throws Error(usage) naming the offending
 // key or value: unknown/missing problem keys, non-positive sizes, unknown dtype, unknown params,
@@ -117,9 +141,4 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b);
 KernelDescriptor vector_add_descriptor();
 KernelDescriptor sgemm_descriptor();
 
-}  // namespace gmjit::templates
-
-namespace gmjit::templates {
-// Every reference kernel lives in this one embedded header.
-inline constexpr const char* kReferenceHeader = "gmjit/reference.cuh";
 }  // namespace gmjit::templates
