@@ -274,8 +274,10 @@ struct Runtime::Impl {
         }
         out.nearest_shape = nlohmann::json::parse(near->shape_json).get<Shape>();
         out.nearest_distance = near->distance;
+        Config candidate;
         try {
-          out.config = checked(r, parse_config(near->config_json));
+          candidate = parse_config(near->config_json);
+          out.config = checked(r, candidate);
           out.source = ConfigSource::nearest;
           ++counters.nearest;
           detail::logger().debug("runtime: {} runs the config of the nearest tuned shape {} (distance {:.2f}): {}",
@@ -284,7 +286,8 @@ struct Runtime::Impl {
           return out;
         } catch (const std::exception& e) {
           out.note = fmt::format("the nearest tuned shape {} has config {}, invalid here: {}",
-                                 format_assignments(*out.nearest_shape), near->config_json, reason(e));
+                                 format_assignments(*out.nearest_shape),
+                                 candidate.empty() ? near->config_json : format_assignments(candidate), reason(e));
           detail::logger().info("runtime: {}: {}; using the default configuration", describe(r), out.note);
         }
         break;
