@@ -458,6 +458,10 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::string log_level;
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical, off");
+  std::vector<std::string> manifests;
+  app.add_option("--kernel-manifest", manifests,
+                 "register a kernel of your own from its manifest (JSON beside its .cuh; README: Bringing your own "
+                 "kernels) before the command runs; repeatable");
 
   bool json = false;
   auto* devices = app.add_subcommand("devices", "list GPUs and their fingerprints");
@@ -554,6 +558,7 @@ int main(int argc, char** argv) {
 
   try {
     if (!log_level.empty()) gmjit::set_log_level(log_level);
+    for (const auto& manifest : manifests) gmjit::register_kernel_file(manifest);
     if (devices->parsed()) return run_devices(json);
     if (list->parsed()) return run_list(json);
     if (compile->parsed()) return run_compile(kernel, shape, config, dtype, arch, out_dir);

@@ -272,6 +272,26 @@ TuneReport Session::tune(const Problem& request, const TuneOptions& options) {
   Frame problem_frame;
   problem_frame.header = {{"op", "problem"}, {"kernel", problem.kernel}, {"dtype", problem.dtype},
                           {"shape", problem.shape}, {"seed", options.seed}};
+  // A user's kernel exists in this process only: the worker registers it from the same texts.
+  if (!kernel.manifest_json.empty()) {
+    problem_frame.header["user_kernel"] = {{"manifest", kernel.manifest_json}, {"source", kernel.header_source}};
+  }
+  // A host reference runs here, on the inputs the worker will generate from the same seed.
+  if (kernel.host_reference) {
+    std::vector<std::vector<double>> inputs;
+    for (const auto& bytes : random_inputs(kernel, problem.shape, dtype, options.seed)) {
+      std::vector<double>& values = inputs.emplace_back(bytes.size() / dtype.bytes);
+      for (std::size_t i = 0; i < values.size(); ++i) {
+        values[i] = element(dtype, bytes.data(), static_cast<std::int64_t>(i));
+      }
+    }
+    const auto outputs = kernel.host_reference(inputs, problem.shape);
+    for (const auto& output : outputs) {
+      problem_frame.header["expected_elements"].push_back(output.size());
+      const auto* raw = reinterpret_cast<const char*>(output.data());
+      problem_frame.payload.insert(problem_frame.payload.end(), raw, raw + output.size() * sizeof(double));
+    }
+  }
   const std::size_t restarts_before = s.restarts;
   s.set_problem(problem_frame);
 

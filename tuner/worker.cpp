@@ -19,6 +19,7 @@
 #include "lib/core/device.hpp"
 #include "lib/core/log.hpp"
 #include "lib/core/module.hpp"
+#include "templates/manifest.hpp"
 #include "templates/registry.hpp"
 #include "tuner/harness.hpp"
 #include "tuner/protocol.hpp"
@@ -118,6 +119,10 @@ struct ProblemRequest {
 
 ProblemRequest read_problem(const Frame& frame) {
   const auto& h = frame.header;
+  if (h.contains("user_kernel")) {
+    templates::register_manifest_kernel(h["user_kernel"].at("manifest").get<std::string>(),
+                                        h["user_kernel"].at("source").get<std::string>());
+  }
   ProblemRequest request;
   request.kernel = &templates::find_kernel(h.at("kernel").get<std::string>());
   request.dtype = h.at("dtype").get<std::string>();

@@ -26,6 +26,7 @@ class Context {
   void make_current() const;
   void synchronize() const;
   CUdevice device() const { return device_; }
+  CUcontext get() const { return context_; }
   int ordinal() const { return ordinal_; }
 
  private:

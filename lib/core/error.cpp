@@ -15,6 +15,7 @@ const char* to_string(ErrorKind kind) {
     case ErrorKind::launch: return "launch";
     case ErrorKind::cache: return "cache";
     case ErrorKind::usage: return "usage";
+    case ErrorKind::cache_miss: return "cache_miss";
   }
   return "unknown";
 }

@@ -65,7 +65,7 @@ void** KernelArgs::pointers() {
   return pointers_.data();
 }
 
-void launch(Kernel& kernel, const LaunchGeometry& geometry, KernelArgs& args, CUstream stream) {
+void prepare_launch(Kernel& kernel, const LaunchGeometry& geometry) {
   const auto threads = geometry.threads_per_block();
   const auto limit = static_cast<std::uint64_t>(kernel.attributes().max_threads_per_block);
   if (threads == 0 || threads > limit) {
@@ -77,13 +77,21 @@ void launch(Kernel& kernel, const LaunchGeometry& geometry, KernelArgs& args, CU
     throw Error(ErrorKind::launch, 0, kernel.lowered_name() + ": empty grid");
   }
   kernel.reserve_dynamic_shared(geometry.dynamic_shared_bytes);
+}
+
+void launch_prepared(const Kernel& kernel, const LaunchGeometry& geometry, void** args, CUstream stream) {
   const CUresult result = driver().cuLaunchKernel(
       kernel.get(), geometry.grid[0], geometry.grid[1], geometry.grid[2], geometry.block[0], geometry.block[1],
-      geometry.block[2], geometry.dynamic_shared_bytes, stream, args.pointers(), nullptr);
+      geometry.block[2], geometry.dynamic_shared_bytes, stream, args, nullptr);
   if (result != CUDA_SUCCESS) {
     throw Error(ErrorKind::launch, result, cu_error_string(result) + " launching " + kernel.lowered_name(),
                 "cuLaunchKernel", __FILE__, __LINE__);
   }
+}
+
+void launch(Kernel& kernel, const LaunchGeometry& geometry, KernelArgs& args, CUstream stream) {
+  prepare_launch(kernel, geometry);
+  launch_prepared(kernel, geometry, args.pointers(), stream);
 }
 
 }  // namespace gmjit::detail

@@ -86,4 +86,9 @@ class KernelArgs {
 // asynchronously; launch failures surface as Error(launch).
 void launch(Kernel& kernel, const LaunchGeometry& geometry, KernelArgs& args, CUstream stream);
 
+// launch() in two halves, for a caller that launches one geometry many times: the checks and the
+// shared-memory opt-in once, then cuLaunchKernel alone. `args` points at each argument's bytes.
+void prepare_launch(Kernel& kernel, const LaunchGeometry& geometry);
+void launch_prepared(const Kernel& kernel, const LaunchGeometry& geometry, void** args, CUstream stream);
+
 }  // namespace gmjit::detail

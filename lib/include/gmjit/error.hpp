@@ -17,6 +17,7 @@ enum class ErrorKind {
   launch,        ///< a kernel launch or its execution failed
   cache,         ///< the SQLite cache
   usage,         ///< bad input from the caller (unknown kernel, malformed shape, ...)
+  cache_miss,    ///< no tuned winner for a problem, and the Runtime's miss policy forbids any other
 };
 
 /// "driver", "nvrtc", ... as used in messages and in the cache.

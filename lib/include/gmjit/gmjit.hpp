@@ -9,6 +9,7 @@
 #include "gmjit/error.hpp"
 #include "gmjit/kernels.hpp"
 #include "gmjit/log.hpp"
+#include "gmjit/runtime.hpp"
 #include "gmjit/tune.hpp"
 #include "gmjit/types.hpp"
 

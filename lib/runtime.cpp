@@ -1,0 +1,500 @@
+// gmjit::Runtime: the cache's winner (or the miss policy's choice) for a problem, loaded once and
+// launched from memory afterwards.
+#include "gmjit/runtime.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include <array>
+#include <atomic>
+#include <filesystem>
+#include <future>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+
+#include "cache/store.hpp"
+#include "codegen/compiler.hpp"
+#include "gmjit/error.hpp"
+#include "lib/core/device.hpp"
+#include "lib/core/log.hpp"
+#include "lib/core/module.hpp"
+#include "templates/registry.hpp"
+#include "tuner/binaries.hpp"
+#include "tuner/keys.hpp"
+
+namespace gmjit {
+
+const char* to_string(MissPolicy policy) {
+  switch (policy) {
+    case MissPolicy::tune: return "tune";
+    case MissPolicy::nearest: return "nearest";
+    case MissPolicy::default_config: return "default_config";
+    case MissPolicy::fail: return "fail";
+  }
+  return "unknown";
+}
+
+MissPolicy parse_miss_policy(const std::string& name) {
+  for (const auto policy : {MissPolicy::tune, MissPolicy::nearest, MissPolicy::default_config, MissPolicy::fail}) {
+    if (name == to_string(policy)) return policy;
+  }
+  throw Error(ErrorKind::usage, 0,
+              fmt::format("unknown miss policy '{}' (policies: tune, nearest, default_config, fail)", name));
+}
+
+const char* to_string(ConfigSource source) {
+  switch (source) {
+    case ConfigSource::cache: return "cache";
+    case ConfigSource::nearest: return "nearest";
+    case ConfigSource::default_config: return "default_config";
+    case ConfigSource::tuned: return "tuned";
+  }
+  return "unknown";
+}
+
+namespace {
+
+// Makes `ours` current for one scope and gives the thread back whatever it had, so a launch never
+// leaves the application's thread on another context.
+class CurrentContext {
+ public:
+  CurrentContext(const detail::DriverApi& api, CUcontext ours) : api_(api), ours_(ours) {
+    GMJIT_CU(api_.cuCtxGetCurrent(&previous_));
+    if (previous_ != ours_) GMJIT_CU(api_.cuCtxSetCurrent(ours_));
+  }
+  ~CurrentContext() {
+    if (previous_ != ours_) api_.cuCtxSetCurrent(previous_);
+  }
+  CurrentContext(const CurrentContext&) = delete;
+  CurrentContext& operator=(const CurrentContext&) = delete;
+
+ private:
+  const detail::DriverApi& api_;
+  CUcontext ours_;
+  CUcontext previous_ = nullptr;
+};
+
+// A problem checked against its descriptor: everything a miss needs, built before the device or
+// the cache is touched.
+struct Request {
+  const templates::KernelDescriptor* descriptor = nullptr;
+  std::string requested_dtype;  // as the caller spelled it (empty: the kernel's first)
+  std::string dtype;
+  Shape shape;
+  std::vector<std::string> tensor_names;
+};
+
+std::string describe(const Request& r) {
+  return fmt::format("{} {} {}", r.descriptor->name, r.dtype, format_assignments(r.shape));
+}
+
+Request check_request(std::string_view kernel, const Shape& shape, const std::string& dtype) {
+  Request r;
+  r.descriptor = &templates::find_kernel(std::string(kernel));
+  r.requested_dtype = dtype;
+  r.dtype = dtype.empty() ? r.descriptor->dtypes.front() : dtype;
+  templates::validate_dtype(*r.descriptor, r.dtype);
+  templates::validate_shape(*r.descriptor, shape);
+  r.shape = shape;
+  for (const auto& t : r.descriptor->tensors(shape)) r.tensor_names.push_back(t.name);
+  return r;
+}
+
+[[noreturn]] void wrong_tensor_count(const std::string& kernel, const std::vector<std::string>& names,
+                                     std::size_t got) {
+  throw Error(ErrorKind::usage, 0,
+              fmt::format("{} takes {} tensors ({}), got {}", kernel, names.size(), fmt::join(names, ", "), got));
+}
+
+// Hash of what identifies a loaded kernel; the bytes are joined without separators that could
+// collide because each piece is NUL-terminated or fixed-size.
+std::uint64_t key_hash(std::string_view kernel, std::string_view dtype, const Shape& shape) {
+  thread_local std::string bytes;
+  bytes.clear();
+  bytes.append(kernel).push_back('\0');
+  bytes.append(dtype).push_back('\0');
+  for (const auto& [key, value] : shape) {
+    bytes.append(key).push_back('\0');
+    bytes.append(reinterpret_cast<const char*>(&value), sizeof(value));
+  }
+  return XXH3_64bits(bytes.data(), bytes.size());
+}
+
+std::string reason(const std::exception& e) {
+  const auto* error = dynamic_cast<const Error*>(&e);
+  return error ? error->message() : e.what();
+}
+
+Config parse_config(const std::string& json) { return nlohmann::json::parse(json).get<Config>(); }
+
+}  // namespace
+
+struct Runtime::Impl {
+  // Immutable once built: read by every thread that launches it.
+  struct Loaded {
+    const templates::KernelDescriptor* descriptor = nullptr;
+    Resolution resolution;
+    std::vector<std::string> tensor_names;
+    std::unique_ptr<detail::Module> module;
+    std::unique_ptr<detail::Kernel> function;
+    LaunchGeometry geometry;
+    detail::KernelArgs scalars;
+    std::vector<void*> scalar_pointers;
+  };
+
+  // One problem as launched here. The identity is compared on every lookup, so a hash collision
+  // can never launch another problem's kernel.
+  struct Entry {
+    std::string kernel;
+    std::string dtype;  // as requested
+    Shape shape;
+    std::atomic<const Loaded*> ready{nullptr};
+    std::shared_future<std::shared_ptr<const Loaded>> future;
+
+    bool is(std::string_view k, std::string_view d, const Shape& s) const {
+      return kernel == k && dtype == d && shape == s;
+    }
+  };
+
+  struct Counters {
+    std::atomic<std::uint64_t> launches{0}, memory_hits{0}, cache_hits{0}, nearest{0}, default_config{0}, tuned{0},
+        failed{0}, db_lookups{0}, compiles{0}, loads{0};
+  };
+
+  explicit Impl(RuntimeOptions o) : options(std::move(o)) {}
+
+  ~Impl() {
+    if (!context) return;
+    // Modules unload from their context; make it current for that, whichever thread destroys us.
+    try {
+      CurrentContext current(*api, context->get());
+      entries.clear();
+    } catch (const std::exception&) {
+      entries.clear();
+    }
+  }
+
+  RuntimeOptions options;
+  Counters counters;
+
+  // Acquired on first need, so a Runtime can be built (and its arguments checked) without a GPU.
+  std::mutex device_mutex;
+  std::optional<detail::Context> context;
+  DeviceInfo device;
+  const detail::DriverApi* api = nullptr;
+
+  // A Store is one connection and must not be used by two threads at once.
+  std::mutex db_mutex;
+  std::string db_file;  // resolved lazily: the default path lookup may throw
+  std::optional<cache::Store> store;
+
+  // Tuning two problems at once would time each against the other on the same GPU.
+  std::mutex tune_mutex;
+
+  mutable std::mutex map_mutex;
+  std::unordered_multimap<std::uint64_t, std::unique_ptr<Entry>> entries;
+
+  const std::string& path() {
+    std::lock_guard<std::mutex> lock(db_mutex);
+    return path_locked();
+  }
+  const std::string& path_locked() {
+    if (db_file.empty()) db_file = options.db_path.empty() ? default_cache_path() : options.db_path;
+    return db_file;
+  }
+  cache::Store& store_locked() {
+    if (!store) store.emplace(path_locked());
+    return *store;
+  }
+
+  void ensure_device() {
+    std::lock_guard<std::mutex> lock(device_mutex);
+    if (context) return;
+    detail::Context acquired(options.device);
+    device = detail::query_device(options.device);
+    api = &detail::driver();
+    context.emplace(std::move(acquired));
+  }
+
+  [[noreturn]] void refuse(const Request& r, const std::string& where) {
+    ++counters.failed;
+    throw Error(ErrorKind::cache_miss, 0,
+                fmt::format("no tuned winner for {} {} (miss policy fail); fill the cache with `gmtune tune {} "
+                            "--shape {} --dtype {}` or `gmtune sweep`",
+                            describe(r), where, r.descriptor->name, format_assignments(r.shape), r.dtype));
+  }
+
+  Config checked(const Request& r, const Config& config) {
+    return templates::resolve_config(*r.descriptor, r.shape, r.dtype, config);
+  }
+
+  Resolution resolve_request(const Request& r, MissPolicy policy) {
+    {
+      // A cache-only deployment without its cache file is refused before the device is touched,
+      // and no empty cache is created in its place.
+      std::lock_guard<std::mutex> lock(db_mutex);
+      if (policy == MissPolicy::fail && !store && !std::filesystem::exists(path_locked())) {
+        refuse(r, fmt::format("in {}: the file does not exist", path_locked()));
+      }
+    }
+    ensure_device();
+    const auto& d = *r.descriptor;
+    const std::string problem_key =
+        tuner::problem_key(d.name, templates::template_hash(d.header), r.dtype, tuner::kRowMajor, r.shape);
+    Resolution out{d.name, r.dtype, r.shape, {}, ConfigSource::cache, std::nullopt, 0, {}};
+
+    std::unique_lock<std::mutex> db(db_mutex);
+    cache::Store& s = store_locked();
+    ++counters.db_lookups;
+    if (const auto winner = s.find_winner(device.fingerprint(), problem_key)) {
+      try {
+        out.config = checked(r, parse_config(winner->config_json));
+      } catch (const std::exception& e) {
+        throw Error(ErrorKind::cache, 0,
+                    fmt::format("the cached winner of {} in {} is not a valid configuration: {}", describe(r),
+                                path_locked(), reason(e)));
+      }
+      ++counters.cache_hits;
+      return out;
+    }
+    switch (policy) {
+      case MissPolicy::fail:
+        refuse(r, fmt::format("on {} in {}", device.name, path_locked()));
+      case MissPolicy::default_config:
+        break;
+      case MissPolicy::nearest: {
+        ++counters.db_lookups;
+        const auto near = s.nearest_winner(device.fingerprint(), d.name, r.dtype, nlohmann::json(r.shape).dump());
+        if (!near) {
+          out.note = fmt::format("no tuned shape of {} {} on {}", d.name, r.dtype, device.name);
+          break;
+        }
+        out.nearest_shape = nlohmann::json::parse(near->shape_json).get<Shape>();
+        out.nearest_distance = near->distance;
+        Config candidate;
+        try {
+          candidate = parse_config(near->config_json);
+          out.config = checked(r, candidate);
+          out.source = ConfigSource::nearest;
+          ++counters.nearest;
+          detail::logger().debug("runtime: {} runs the config of the nearest tuned shape {} (distance {:.2f}): {}",
+                                 describe(r), format_assignments(*out.nearest_shape), near->distance,
+                                 format_assignments(out.config));
+          return out;
+        } catch (const std::exception& e) {
+          out.note = fmt::format("the nearest tuned shape {} has config {}, invalid here: {}",
+                                 format_assignments(*out.nearest_shape),
+                                 candidate.empty() ? near->config_json : format_assignments(candidate), reason(e));
+          detail::logger().info("runtime: {}: {}; using the default configuration", describe(r), out.note);
+        }
+        break;
+      }
+      case MissPolicy::tune: {
+        db.unlock();
+        SweepSummary summary;
+        {
+          std::lock_guard<std::mutex> tuning(tune_mutex);
+          SweepOptions sweep_options;
+          sweep_options.db_path = path();
+          sweep_options.tune = options.tune;
+          sweep_options.tune.device = options.device;
+          detail::logger().info("runtime: no winner for {}; tuning it now", describe(r));
+          summary = sweep({Problem{d.name, r.dtype, r.shape, "gmjit::Runtime"}}, sweep_options);
+        }
+        db.lock();
+        ++counters.db_lookups;
+        const auto winner = store_locked().find_winner(device.fingerprint(), problem_key);
+        if (!winner) {
+          throw Error(ErrorKind::cache_miss, 0,
+                      fmt::format("tuning {} on {} verified no configuration; nothing to launch", describe(r),
+                                  device.name));
+        }
+        out.config = checked(r, parse_config(winner->config_json));
+        // Another process may have tuned it while we waited; then it is an ordinary hit.
+        out.source = summary.tuned > 0 ? ConfigSource::tuned : ConfigSource::cache;
+        ++(summary.tuned > 0 ? counters.tuned : counters.cache_hits);
+        return out;
+      }
+    }
+    out.config = checked(r, d.default_config);
+    out.source = ConfigSource::default_config;
+    ++counters.default_config;
+    return out;
+  }
+
+  std::shared_ptr<const Loaded> load(const Request& r, MissPolicy policy) {
+    auto loaded = std::make_shared<Loaded>();
+    loaded->descriptor = r.descriptor;
+    loaded->tensor_names = r.tensor_names;
+    loaded->resolution = resolve_request(r, policy);
+    const Config& config = loaded->resolution.config;
+    const auto source = codegen::specialize(*r.descriptor, r.shape, r.dtype, config);
+    CurrentContext current(*api, context->get());
+    {
+      // Compiles of different problems queue here; they happen once per problem and cache.
+      std::lock_guard<std::mutex> lock(db_mutex);
+      auto binary = tuner::load_through_cache(store_locked(), source, device.arch);
+      if (!binary.from_cache) ++counters.compiles;
+      loaded->module = std::move(binary.module);
+      loaded->function = std::move(binary.kernel);
+    }
+    ++counters.loads;
+    loaded->geometry = r.descriptor->geometry(config, r.shape, templates::dtype_info(r.dtype));
+    detail::prepare_launch(*loaded->function, loaded->geometry);
+    r.descriptor->add_scalars(loaded->scalars, r.shape);
+    void** pointers = loaded->scalars.pointers();
+    loaded->scalar_pointers.assign(pointers, pointers + loaded->scalars.size());
+    detail::logger().debug("runtime: loaded {} with {} ({})", describe(r), format_assignments(config),
+                           to_string(loaded->resolution.source));
+    return loaded;
+  }
+
+  // The loaded kernel of a problem: from memory when this Runtime has launched it, otherwise
+  // resolved and loaded once (concurrent first launches of one problem wait for one load).
+  const Loaded& find_or_load(std::string_view kernel, const Shape& shape, const LaunchOptions& launch_options,
+                             const Tensors* tensors) {
+    const std::uint64_t hash = key_hash(kernel, launch_options.dtype, shape);
+    std::shared_future<std::shared_ptr<const Loaded>> pending;
+    {
+      std::lock_guard<std::mutex> lock(map_mutex);
+      if (const Entry* e = find_locked(hash, kernel, launch_options.dtype, shape)) {
+        if (const Loaded* ready = e->ready.load(std::memory_order_acquire)) {
+          ++counters.memory_hits;
+          return *ready;
+        }
+        pending = e->future;
+      }
+    }
+    if (pending.valid()) return *pending.get();
+
+    // Bad arguments are rejected here, before the device or the cache, and leave no entry.
+    const Request request = check_request(kernel, shape, launch_options.dtype);
+    if (tensors && tensors->size() != request.tensor_names.size()) {
+      wrong_tensor_count(request.descriptor->name, request.tensor_names, tensors->size());
+    }
+    std::promise<std::shared_ptr<const Loaded>> promise;
+    Entry* entry = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(map_mutex);
+      if (const Entry* e = find_locked(hash, kernel, launch_options.dtype, shape)) {
+        pending = e->future;
+      } else {
+        auto fresh = std::make_unique<Entry>();
+        fresh->kernel = std::string(kernel);
+        fresh->dtype = launch_options.dtype;
+        fresh->shape = shape;
+        fresh->future = promise.get_future().share();
+        entry = fresh.get();
+        entries.emplace(hash, std::move(fresh));
+      }
+    }
+    if (!entry) return *pending.get();
+
+    try {
+      auto loaded = load(request, launch_options.miss_policy.value_or(options.miss_policy));
+      entry->ready.store(loaded.get(), std::memory_order_release);
+      promise.set_value(loaded);
+      return *loaded;
+    } catch (...) {
+      // A failed problem is forgotten, so a later launch tries again (the cache may be filled by then).
+      promise.set_exception(std::current_exception());
+      std::lock_guard<std::mutex> lock(map_mutex);
+      const auto range = entries.equal_range(hash);
+      for (auto it = range.first; it != range.second; ++it) {
+        if (it->second.get() == entry) {
+          entries.erase(it);
+          break;
+        }
+      }
+      throw;
+    }
+  }
+
+  const Entry* find_locked(std::uint64_t hash, std::string_view kernel, std::string_view dtype, const Shape& shape) const {
+    const auto range = entries.equal_range(hash);
+    for (auto it = range.first; it != range.second; ++it) {
+      if (it->second->is(kernel, dtype, shape)) return it->second.get();
+    }
+    return nullptr;
+  }
+};
+
+Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+Runtime::~Runtime() = default;
+Runtime::Runtime(Runtime&&) noexcept = default;
+Runtime& Runtime::operator=(Runtime&&) noexcept = default;
+
+void Runtime::launch(std::string_view kernel, const Shape& shape, Tensors tensors, void* stream,
+                     const LaunchOptions& options) {
+  const Impl::Loaded& loaded = impl_->find_or_load(kernel, shape, options, &tensors);
+  const std::size_t n_tensors = loaded.tensor_names.size();
+  if (tensors.size() != n_tensors) wrong_tensor_count(loaded.descriptor->name, loaded.tensor_names, tensors.size());
+  const std::size_t n_args = n_tensors + loaded.scalar_pointers.size();
+  // Every built-in kernel has a handful of arguments: the common case allocates nothing.
+  constexpr std::size_t kInline = 16;
+  std::array<CUdeviceptr, kInline> inline_addresses;
+  std::array<void*, kInline> inline_args;
+  std::vector<CUdeviceptr> heap_addresses;
+  std::vector<void*> heap_args;
+  CUdeviceptr* addresses = inline_addresses.data();
+  void** args = inline_args.data();
+  if (n_args > kInline) {
+    heap_addresses.resize(n_tensors);
+    heap_args.resize(n_args);
+    addresses = heap_addresses.data();
+    args = heap_args.data();
+  }
+  for (std::size_t i = 0; i < n_tensors; ++i) {
+    addresses[i] = static_cast<CUdeviceptr>(tensors[i].address());
+    if (addresses[i] == 0) {
+      throw Error(ErrorKind::usage, 0,
+                  fmt::format("{}: tensor '{}' (argument {}) is a null pointer", loaded.descriptor->name,
+                              loaded.tensor_names[i], i));
+    }
+    args[i] = &addresses[i];
+  }
+  for (std::size_t j = 0; j < loaded.scalar_pointers.size(); ++j) args[n_tensors + j] = loaded.scalar_pointers[j];
+  CurrentContext current(*impl_->api, impl_->context->get());
+  detail::launch_prepared(*loaded.function, loaded.geometry, args, static_cast<CUstream>(stream));
+  ++impl_->counters.launches;
+}
+
+Resolution Runtime::resolve(std::string_view kernel, const Shape& shape, const LaunchOptions& options) {
+  const std::uint64_t hash = key_hash(kernel, options.dtype, shape);
+  std::shared_future<std::shared_ptr<const Impl::Loaded>> pending;
+  {
+    std::lock_guard<std::mutex> lock(impl_->map_mutex);
+    if (const Impl::Entry* e = impl_->find_locked(hash, kernel, options.dtype, shape)) {
+      if (const Impl::Loaded* ready = e->ready.load(std::memory_order_acquire)) return ready->resolution;
+      pending = e->future;
+    }
+  }
+  if (pending.valid()) return pending.get()->resolution;
+  return impl_->resolve_request(check_request(kernel, shape, options.dtype),
+                                options.miss_policy.value_or(impl_->options.miss_policy));
+}
+
+RuntimeStats Runtime::stats() const {
+  const auto& c = impl_->counters;
+  RuntimeStats s;
+  s.launches = c.launches.load();
+  s.memory_hits = c.memory_hits.load();
+  s.cache_hits = c.cache_hits.load();
+  s.nearest = c.nearest.load();
+  s.default_config = c.default_config.load();
+  s.tuned = c.tuned.load();
+  s.failed = c.failed.load();
+  s.db_lookups = c.db_lookups.load();
+  s.compiles = c.compiles.load();
+  s.loads = c.loads.load();
+  return s;
+}
+
+const RuntimeOptions& Runtime::options() const { return impl_->options; }
+
+std::string Runtime::db_path() const { return impl_->path(); }
+
+}  // namespace gmjit

@@ -1,0 +1,408 @@
+// gmjit::Runtime on a live device: every miss policy and the hit path launch kernels whose results
+// match a host reference (random nonzero inputs, NaN-poisoned outputs), and the counters prove
+// that a problem's second launch does no cache work.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cache/store.hpp"
+#include "codegen/compiler.hpp"
+#include "gmjit/runtime.hpp"
+#include "lib/core/device.hpp"
+#include "require_gpu.hpp"
+#include "templates/registry.hpp"
+#include "tuner/binaries.hpp"
+#include "tuner/keys.hpp"
+
+namespace gmjit {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<float> random_values(std::size_t count, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> magnitude(0.25f, 1.0f);
+  std::bernoulli_distribution negative(0.5);
+  std::vector<float> values(count);
+  for (auto& v : values) v = negative(rng) ? -magnitude(rng) : magnitude(rng);
+  return values;
+}
+
+// Relative L2 error of `got` against `want`; infinite when any element is not finite (the NaN
+// poison survived, i.e. an output was never written).
+double relative_error(const std::vector<float>& got, const std::vector<double>& want) {
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i])) return INFINITY;
+    diff += (got[i] - want[i]) * (got[i] - want[i]);
+    norm += want[i] * want[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
+// Device buffers of one problem with random inputs and a poisoned output, and its host reference.
+struct Operands {
+  std::vector<detail::DeviceBuffer> buffers;
+  std::vector<double> reference;
+  std::size_t output_elements = 0;
+
+  std::vector<DevicePtr> tensors() const {
+    std::vector<DevicePtr> out;
+    for (const auto& b : buffers) out.emplace_back(b.get());
+    return out;
+  }
+  void poison() { buffers.back().fill_bytes(0xFF, nullptr); }
+  double error() const {
+    std::vector<float> got(output_elements);
+    buffers.back().download(got.data(), got.size() * sizeof(float));
+    return relative_error(got, reference);
+  }
+};
+
+Operands vector_add_operands(std::int64_t n, std::uint32_t seed) {
+  Operands o;
+  const auto a = random_values(n, seed), b = random_values(n, seed + 1);
+  for (const auto* host : {&a, &b}) {
+    o.buffers.emplace_back(n * sizeof(float));
+    o.buffers.back().upload(host->data(), n * sizeof(float));
+  }
+  o.buffers.emplace_back(n * sizeof(float));
+  o.output_elements = n;
+  o.reference.resize(n);
+  for (std::int64_t i = 0; i < n; ++i) o.reference[i] = static_cast<double>(a[i]) + b[i];
+  o.poison();
+  return o;
+}
+
+Operands sgemm_operands(const Shape& shape, std::uint32_t seed) {
+  const std::int64_t m = shape.at("m"), n = shape.at("n"), k = shape.at("k");
+  Operands o;
+  const auto a = random_values(m * k, seed), b = random_values(k * n, seed + 1);
+  for (const auto* host : {&a, &b}) {
+    o.buffers.emplace_back(host->size() * sizeof(float));
+    o.buffers.back().upload(host->data(), host->size() * sizeof(float));
+  }
+  o.buffers.emplace_back(m * n * sizeof(float));
+  o.output_elements = m * n;
+  o.reference.assign(m * n, 0.0);
+  for (std::int64_t i = 0; i < m; ++i) {
+    for (std::int64_t p = 0; p < k; ++p) {
+      const double av = a[i * k + p];
+      for (std::int64_t j = 0; j < n; ++j) o.reference[i * n + j] += av * b[p * n + j];
+    }
+  }
+  o.poison();
+  return o;
+}
+
+double tolerance(const std::string& kernel, const Shape& shape) {
+  return templates::find_kernel(kernel).tolerance(templates::dtype_info("fp32"), shape);
+}
+
+class RuntimeGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (fs::temp_directory_path() / "gmjit-runtime-gpu-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+    db_ = dir_ / "gmjit.db";
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  RuntimeOptions options(MissPolicy policy) const {
+    RuntimeOptions o;
+    o.db_path = db_.string();
+    o.miss_policy = policy;
+    return o;
+  }
+
+  // Records `config` as the winner of a problem on device 0, with its compiled cubin in the
+  // binary cache, as a sweep would leave it.
+  void put_winner(const std::string& kernel_name, const Shape& shape, const Config& config) {
+    const DeviceInfo device = detail::query_device(0);
+    const auto& kernel = templates::find_kernel(kernel_name);
+    const std::string dtype = kernel.dtypes.front();
+    const std::string template_hash = templates::template_hash(kernel.header);
+    cache::Store store(db_);
+    const cache::DeviceRecord device_record{device.fingerprint(), device.name, device.arch, device.to_json()};
+    const cache::ProblemRecord problem{tuner::problem_key(kernel_name, template_hash, dtype, tuner::kRowMajor, shape),
+                                       kernel_name, template_hash, dtype, tuner::kRowMajor,
+                                       nlohmann::json(shape).dump()};
+    cache::TrialRecord trial;
+    trial.config_json = nlohmann::json(config).dump();
+    trial.status = "ok";
+    trial.median_ms = 0.5;
+    trial.repetitions = 10;
+    store.record_tuning(device_record, problem, {trial}, 0, "test");
+    tuner::store_binary(
+        store,
+        *codegen::shared_compiler().compile(codegen::specialize(kernel, shape, dtype, config), device.arch).module);
+  }
+
+  fs::path dir_;
+  fs::path db_;
+};
+
+TEST_F(RuntimeGpu, DefaultConfigLaunchesMatchTheReferenceAndTheSecondLaunchIsAMemoryHit) {
+  GMJIT_REQUIRE_DEVICE();
+  detail::Context context(0);
+  Runtime runtime(options(MissPolicy::default_config));
+
+  const Shape vshape{{"n", 1000003}};
+  Operands v = vector_add_operands(vshape.at("n"), 1);
+  const Resolution r = runtime.resolve("vector_add", vshape);
+  EXPECT_EQ(r.source, ConfigSource::default_config);
+  EXPECT_EQ(r.config, templates::find_kernel("vector_add").default_config);
+  EXPECT_EQ(r.dtype, "fp32");
+  const RuntimeStats before = runtime.stats();
+  EXPECT_EQ(before.db_lookups, 1u);
+  EXPECT_EQ(before.loads, 0u) << "resolve() loads nothing";
+
+  runtime.launch("vector_add", vshape, v.tensors());
+  context.synchronize();
+  EXPECT_LE(v.error(), tolerance("vector_add", vshape));
+  RuntimeStats s = runtime.stats();
+  EXPECT_EQ(s.launches, 1u);
+  EXPECT_EQ(s.loads, 1u);
+  EXPECT_EQ(s.compiles, 1u) << "an empty binary cache: compiled once";
+  EXPECT_EQ(s.default_config, 2u) << "resolve() and the first launch each resolved it";
+  EXPECT_EQ(s.memory_hits, 0u);
+  const std::uint64_t lookups = s.db_lookups;
+
+  v.poison();
+  runtime.launch("vector_add", vshape, v.tensors());
+  context.synchronize();
+  EXPECT_LE(v.error(), tolerance("vector_add", vshape));
+  s = runtime.stats();
+  EXPECT_EQ(s.launches, 2u);
+  EXPECT_EQ(s.memory_hits, 1u);
+  EXPECT_EQ(s.db_lookups, lookups) << "the second launch queried the cache";
+  EXPECT_EQ(s.loads, 1u);
+  EXPECT_EQ(runtime.resolve("vector_add", vshape).source, ConfigSource::default_config);
+  EXPECT_EQ(runtime.stats().db_lookups, lookups) << "resolve() of a loaded problem answers from memory";
+
+  const Shape gshape{{"m", 130}, {"n", 96}, {"k", 200}};
+  Operands g = sgemm_operands(gshape, 2);
+  runtime.launch("sgemm", gshape, g.tensors());
+  context.synchronize();
+  EXPECT_LE(g.error(), tolerance("sgemm", gshape));
+  EXPECT_EQ(runtime.stats().loads, 2u);
+
+  // Another Runtime (another process, in effect) finds the default config's cubin in the cache.
+  Runtime again(options(MissPolicy::default_config));
+  g.poison();
+  again.launch("sgemm", gshape, g.tensors());
+  context.synchronize();
+  EXPECT_LE(g.error(), tolerance("sgemm", gshape));
+  EXPECT_EQ(again.stats().compiles, 0u);
+  EXPECT_EQ(again.stats().loads, 1u);
+}
+
+TEST_F(RuntimeGpu, FailPolicyOnAnEmptyCacheThrowsAndLoadsNothing) {
+  GMJIT_REQUIRE_DEVICE();
+  detail::Context context(0);
+  { cache::Store create(db_); }
+  Runtime runtime(options(MissPolicy::fail));
+  Operands v = vector_add_operands(4096, 3);
+  try {
+    runtime.launch("vector_add", {{"n", 4096}}, v.tensors());
+    FAIL() << "launched without a winner under MissPolicy::fail";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::cache_miss);
+    EXPECT_NE(e.message().find("vector_add fp32 n=4096"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find(detail::query_device(0).name), std::string::npos) << e.message();
+  }
+  const RuntimeStats s = runtime.stats();
+  EXPECT_EQ(s.failed, 1u);
+  EXPECT_EQ(s.db_lookups, 1u);
+  EXPECT_EQ(s.loads, 0u);
+  EXPECT_EQ(s.launches, 0u);
+  // A failed problem is not remembered: once the cache has a winner, the same Runtime launches it.
+  put_winner("vector_add", {{"n", 4096}}, {{"block", 128}, {"items", 2}, {"vec_bytes", 8}});
+  runtime.launch("vector_add", {{"n", 4096}}, v.tensors());
+  context.synchronize();
+  EXPECT_LE(v.error(), tolerance("vector_add", {{"n", 4096}}));
+  EXPECT_EQ(runtime.stats().cache_hits, 1u);
+}
+
+TEST_F(RuntimeGpu, HitPathLaunchesTheCachedWinnerFromTheBinaryCache) {
+  GMJIT_REQUIRE_DEVICE();
+  detail::Context context(0);
+  const Shape vshape{{"n", 65539}};
+  const Config vconfig{{"block", 512}, {"items", 1}, {"vec_bytes", 8}};
+  const Shape gshape{{"m", 64}, {"n", 96}, {"k", 128}};
+  const Config gconfig{{"bm", 32}, {"bn", 32}, {"bk", 8}, {"tm", 4}, {"tn", 4}, {"vec", 1}};
+  put_winner("vector_add", vshape, vconfig);
+  put_winner("sgemm", gshape, gconfig);
+
+  Runtime runtime(options(MissPolicy::fail));
+  for (const auto& [kernel, shape, config] :
+       {std::tuple{"vector_add", vshape, vconfig}, std::tuple{"sgemm", gshape, gconfig}}) {
+    SCOPED_TRACE(kernel);
+    const Resolution r = runtime.resolve(kernel, shape);
+    EXPECT_EQ(r.source, ConfigSource::cache);
+    EXPECT_EQ(r.config, config);
+    Operands o = std::string(kernel) == "sgemm" ? sgemm_operands(shape, 4) : vector_add_operands(shape.at("n"), 4);
+    const double limit = tolerance(kernel, shape);
+    const RuntimeStats before = runtime.stats();
+    runtime.launch(kernel, shape, o.tensors());
+    context.synchronize();
+    EXPECT_LE(o.error(), limit);
+    const RuntimeStats first = runtime.stats();
+    EXPECT_EQ(first.db_lookups, before.db_lookups + 1);
+    EXPECT_EQ(first.cache_hits, before.cache_hits + 1);
+    EXPECT_EQ(first.loads, before.loads + 1);
+
+    o.poison();
+    runtime.launch(kernel, shape, o.tensors());
+    context.synchronize();
+    EXPECT_LE(o.error(), limit);
+    const RuntimeStats second = runtime.stats();
+    EXPECT_EQ(second.memory_hits, first.memory_hits + 1);
+    EXPECT_EQ(second.db_lookups, first.db_lookups) << "the second launch queried the cache";
+    EXPECT_EQ(second.loads, first.loads);
+  }
+  EXPECT_EQ(runtime.stats().compiles, 0u) << "every cubin came from the binary cache";
+  EXPECT_EQ(runtime.stats().failed, 0u);
+}
+
+TEST_F(RuntimeGpu, NearestPolicyTakesTheNearestShapesConfigOrFallsBackToTheDefault) {
+  GMJIT_REQUIRE_DEVICE();
+  detail::Context context(0);
+  const Config small{{"bm", 32}, {"bn", 32}, {"bk", 8}, {"tm", 4}, {"tn", 4}, {"vec", 1}};
+  const Config large{{"bm", 128}, {"bn", 128}, {"bk", 8}, {"tm", 8}, {"tn", 8}, {"vec", 1}};
+  put_winner("sgemm", {{"m", 256}, {"n", 256}, {"k", 256}}, small);
+  put_winner("sgemm", {{"m", 4096}, {"n", 4096}, {"k", 4096}}, large);
+
+  Runtime runtime(options(MissPolicy::nearest));
+  const Shape near_small{{"m", 300}, {"n", 260}, {"k", 256}};
+  const Resolution r = runtime.resolve("sgemm", near_small);
+  EXPECT_EQ(r.source, ConfigSource::nearest);
+  EXPECT_EQ(r.config, small);
+  ASSERT_TRUE(r.nearest_shape.has_value());
+  EXPECT_EQ(*r.nearest_shape, (Shape{{"m", 256}, {"n", 256}, {"k", 256}}));
+  EXPECT_GT(r.nearest_distance, 0);
+  Operands g = sgemm_operands(near_small, 5);
+  runtime.launch("sgemm", near_small, g.tensors());
+  context.synchronize();
+  EXPECT_LE(g.error(), tolerance("sgemm", near_small));
+
+  const Shape near_large{{"m", 3000}, {"n", 4096}, {"k", 2048}};
+  EXPECT_EQ(runtime.resolve("sgemm", near_large).config, large);
+
+  // n = 262 is not a multiple of 4, so the nearest winner's vec=1 is invalid here.
+  const Shape odd{{"m", 300}, {"n", 262}, {"k", 256}};
+  const Resolution fallback = runtime.resolve("sgemm", odd);
+  EXPECT_EQ(fallback.source, ConfigSource::default_config);
+  EXPECT_EQ(fallback.config, templates::find_kernel("sgemm").default_config);
+  ASSERT_TRUE(fallback.nearest_shape.has_value());
+  EXPECT_NE(fallback.note.find("vec=1"), std::string::npos) << fallback.note;
+  Operands o = sgemm_operands(odd, 6);
+  runtime.launch("sgemm", odd, o.tensors());
+  context.synchronize();
+  EXPECT_LE(o.error(), tolerance("sgemm", odd));
+
+  // No tuned shape of this kernel and dtype at all: the default configuration.
+  const Resolution none = runtime.resolve("vector_add", {{"n", 1000}});
+  EXPECT_EQ(none.source, ConfigSource::default_config);
+  EXPECT_FALSE(none.nearest_shape.has_value());
+  EXPECT_NE(none.note.find("no tuned shape"), std::string::npos) << none.note;
+}
+
+TEST_F(RuntimeGpu, WrongTensorsAreUsageErrorsOnTheHitPathToo) {
+  GMJIT_REQUIRE_DEVICE();
+  detail::Context context(0);
+  Runtime runtime(options(MissPolicy::default_config));
+  const Shape shape{{"m", 32}, {"n", 32}, {"k", 32}};
+  Operands g = sgemm_operands(shape, 7);
+  runtime.launch("sgemm", shape, g.tensors());  // now loaded: the checks below run on the hit path
+  context.synchronize();
+  const auto t = g.tensors();
+  try {
+    runtime.launch("sgemm", shape, {t[0], t[1]});
+    FAIL() << "launched with two tensors";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::usage);
+    EXPECT_EQ(e.message(), "sgemm takes 3 tensors (A, B, C), got 2");
+  }
+  try {
+    runtime.launch("sgemm", shape, {t[0], nullptr, t[2]});
+    FAIL() << "launched with a null tensor";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::usage);
+    EXPECT_NE(e.message().find("'B'"), std::string::npos) << e.message();
+  }
+  EXPECT_EQ(runtime.stats().launches, 1u);
+  EXPECT_NO_THROW(context.synchronize()) << "nothing bad reached the device";
+}
+
+TEST_F(RuntimeGpu, ConcurrentFirstLaunchesLoadOnceFromAnyThread) {
+  GMJIT_REQUIRE_DEVICE();
+  detail::Context context(0);
+  Runtime runtime(options(MissPolicy::default_config));
+  const std::int64_t n = 1 << 20;
+  Operands v = vector_add_operands(n, 8);
+  const auto tensors = v.tensors();
+  constexpr int kThreads = 8, kLaunches = 50;
+  std::atomic<int> errors{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    // These threads have no current context: the Runtime makes its own current per launch.
+    threads.emplace_back([&] {
+      try {
+        for (int i = 0; i < kLaunches; ++i) runtime.launch("vector_add", {{"n", n}}, tensors);
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << e.what();
+        ++errors;
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  ASSERT_EQ(errors.load(), 0);
+  context.synchronize();
+  EXPECT_LE(v.error(), tolerance("vector_add", {{"n", n}}));
+  const RuntimeStats s = runtime.stats();
+  EXPECT_EQ(s.launches, static_cast<std::uint64_t>(kThreads * kLaunches));
+  EXPECT_EQ(s.loads, 1u);
+  EXPECT_EQ(s.db_lookups, 1u);
+  EXPECT_GE(s.memory_hits, static_cast<std::uint64_t>(kThreads * (kLaunches - 1)));
+}
+
+TEST_F(RuntimeGpu, TunePolicyTunesIntoTheCacheThenHits) {
+  GMJIT_REQUIRE_DEVICE();
+  detail::Context context(0);
+  RuntimeOptions o = options(MissPolicy::tune);
+  o.tune.max_evaluations = 4;
+  o.tune.max_seconds_per_candidate = 0.05;
+  Runtime runtime(o);
+  const Shape shape{{"n", 1 << 16}};
+  Operands v = vector_add_operands(shape.at("n"), 9);
+  runtime.launch("vector_add", shape, v.tensors());
+  context.synchronize();
+  EXPECT_LE(v.error(), tolerance("vector_add", shape));
+  const RuntimeStats s = runtime.stats();
+  EXPECT_EQ(s.tuned, 1u);
+  EXPECT_EQ(s.compiles, 0u) << "the sweep stored the winner's cubin";
+  const Resolution r = runtime.resolve("vector_add", shape);
+  EXPECT_EQ(r.source, ConfigSource::tuned);
+
+  // The trials and the winner are in the cache, as `gmtune sweep` leaves them.
+  cache::Store store(db_);
+  const auto winners = store.winners("vector_add");
+  ASSERT_EQ(winners.size(), 1u);
+  EXPECT_EQ(nlohmann::json::parse(winners[0].config_json).get<Config>(), r.config);
+  EXPECT_GE(store.trials(winners[0].device_key, winners[0].problem_key).size(), 1u);
+  Runtime later(options(MissPolicy::fail));
+  EXPECT_EQ(later.resolve("vector_add", shape).source, ConfigSource::cache);
+}
+
+}  // namespace
+}  // namespace gmjit
