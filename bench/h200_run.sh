@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# One call on the lent H200: the gpu tier with GMJIT_REQUIRE_GPU=1, the unit and nvrtc tiers,
-# the benchmarks and the default sweep, from binaries built elsewhere and carried in $1
-# (default .device). Logs are packed into $OUT/logs.tgz (the lease returns few files).
+# Calls on the lent H200, from binaries built elsewhere and carried in $1 (default .device).
+# $2 picks the part, since one call may run 10 minutes at most:
+#   tests  the gpu tier with GMJIT_REQUIRE_GPU=1, the default sweep, the runtime benchmark
+#   tuner  the tuner's benchmarks against Triton's autotuner (issue 4)
+#   all    both, then the older benchmarks (compile, sgemm, cache) and the unit and nvrtc tiers
+# Logs are packed into $OUT/logs.tgz (the lease returns few files).
 set -uo pipefail
 bin="$(cd "${1:-.device}" && pwd)"
 out="$(mktemp -d)/logs"
 mkdir -p "$out"
 trap 'tar -czf "${OUT:-.}/logs.tgz" -C "$(dirname "$out")" logs' EXIT
 export LD_LIBRARY_PATH="$bin:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-export GMJIT_GMTUNE="$bin/gmtune" GMJIT_REQUIRE_GPU=1
+export GMJIT_GMTUNE="$bin/gmtune" GMJIT_WORKER="$bin/gmjit-worker" GMJIT_REQUIRE_GPU=1
+# The tests read tests/data from the checkout this runs in, not from where they were built.
+export GMJIT_SOURCE_DIR="$(cd "$(dirname "$0")/.." && pwd)"
+part=${2:-all}
 status=0
 step() {  # name, command...
   local name=$1; shift
@@ -22,6 +28,7 @@ step() {  # name, command...
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv >"$out/gpu.csv" 2>&1
 cat "$out/gpu.csv"
 ldd "$bin/libgmjit.so.0" "$bin/gmtune" | grep -v -E "linux-vdso|ld-linux" | awk '{print $1}' | sort -u | tr '\n' ' '; echo
+if [ "$part" = tests ] || [ "$part" = all ]; then
 step devices "$bin/gmtune" devices
 step gpu_tier "$bin/gmjit_gpu_tests"
 if grep -q "exit 13[49]" <(tail -n 1 "$out/gpu_tier.log") 2>/dev/null || ! grep -q "tests ran" "$out/gpu_tier.log"; then
@@ -29,19 +36,23 @@ if grep -q "exit 13[49]" <(tail -n 1 "$out/gpu_tier.log") 2>/dev/null || ! grep 
   cuda-gdb -batch -ex run -ex bt --args "$bin/gmjit_gpu_tests" >"$out/gpu_tier_backtrace.log" 2>&1
   grep -A25 -E "SIGSEGV|SIGABRT" "$out/gpu_tier_backtrace.log" | head -40
 fi
-step unit_tier "$bin/gmjit_unit_tests"
-step nvrtc_tier "$bin/gmjit_nvrtc_tests"
-step bench_compile "$bin/bench_compile"
-TAIL=12 step bench_sgemm "$bin/bench_sgemm" 4096
-TAIL=8 step bench_cache "$bin/bench_cache"
 cache_dir="$(mktemp -d)"
 TAIL=8 step sweep_default env GMJIT_CACHE="$cache_dir/gmjit.db" "$bin/gmtune" sweep
 TAIL=3 step sweep_again env GMJIT_CACHE="$cache_dir/gmjit.db" "$bin/gmtune" sweep
 TAIL=8 step show env GMJIT_CACHE="$cache_dir/gmjit.db" "$bin/gmtune" show
 TAIL=3 step verify env GMJIT_CACHE="$cache_dir/gmjit.db" "$bin/gmtune" verify
+TAIL=14 step bench_runtime "$bin/bench_runtime"
+fi
+if [ "$part" = all ]; then
+step unit_tier "$bin/gmjit_unit_tests"
+step nvrtc_tier "$bin/gmjit_nvrtc_tests"
+step bench_compile "$bin/bench_compile"
+TAIL=12 step bench_sgemm "$bin/bench_sgemm" 4096
+TAIL=8 step bench_cache "$bin/bench_cache"
 mkdir -p "$out/compile"
 TAIL=3 step compile_sass "$bin/gmtune" compile sgemm --shape m=4096,n=4096,k=4096 \
   --config bm=128,bn=128,bk=8,tm=8,tn=8,vec=1 --out "$out/compile"
+fi
 
 # The tuner against its targets (issue 4). Added time on an H200, estimated from an exhaustive
 # sgemm 4096^3 tuning at 31 s for 196 configs and Triton compiling ~1-2 s per fp32 config:
@@ -51,6 +62,7 @@ TAIL=3 step compile_sass "$bin/gmtune" compile sgemm --shape m=4096,n=4096,k=409
 #   triton cold ($TUNER_CONFIGS compiles + benchmarks) and warm  ~80 s   (timeouts 240 + 120)
 # about 4.5 minutes in all; the timeouts bound it at 14 minutes if everything goes wrong.
 # TUNER_CONFIGS, EFFICIENCY_S, STABILITY_S, EFFICIENCY_ARGS and STABILITY_ARGS (extra flags) adjust it.
+if [ "$part" = tuner ] || [ "$part" = all ]; then
 here="$(cd "$(dirname "$0")" && pwd)"
 configs=${TUNER_CONFIGS:-32}
 TAIL=8 step tuner_wall timeout 150 "$bin/bench_tuner" wall --shape 4096x4096x4096 --max-evaluations "$configs" \
@@ -66,4 +78,5 @@ TAIL=9 step triton_cold timeout 240 python3 -u "$here/triton_autotune.py" --phas
   --cache-dir "$triton_cache" --json-out "$out/triton_cold.json"
 TAIL=9 step triton_warm timeout 120 python3 -u "$here/triton_autotune.py" --phase warm --configs "$configs" \
   --cache-dir "$triton_cache" --json-out "$out/triton_warm.json"
+fi
 exit $status

@@ -90,3 +90,13 @@ TEST(TunerSimulated, UnknownKernelIsAUsageErrorBeforeAnyWorkerStarts) {
 }
 
 }  // namespace
+
+#include "isolation_check.hpp"
+
+namespace {
+
+TEST(TunerSimulated, BrokenTemplateEveryFailureRecordedAndACorrectWinner) {
+  gmjit::testing::check_broken_template_isolation(/*simulated=*/true);
+}
+
+}  // namespace
