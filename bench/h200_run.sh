@@ -42,6 +42,9 @@ TAIL=3 step sweep_again env GMJIT_CACHE="$cache_dir/gmjit.db" "$bin/gmtune" swee
 TAIL=8 step show env GMJIT_CACHE="$cache_dir/gmjit.db" "$bin/gmtune" show
 TAIL=3 step verify env GMJIT_CACHE="$cache_dir/gmjit.db" "$bin/gmtune" verify
 TAIL=14 step bench_runtime "$bin/bench_runtime"
+# shellcheck disable=SC2086
+TAIL=8 step tuner_stability timeout 160 "$bin/bench_tuner" stability --repeats 20 --time-limit "${STABILITY_S:-100}" \
+  --json-out "$out/tuner_stability.json" ${STABILITY_ARGS:---max-evaluations 58}
 fi
 if [ "$part" = all ]; then
 step unit_tier "$bin/gmjit_unit_tests"
@@ -57,8 +60,8 @@ fi
 # The tuner against its targets (issue 4). Added time on an H200, estimated from an exhaustive
 # sgemm 4096^3 tuning at 31 s for 196 configs and Triton compiling ~1-2 s per fp32 config:
 #   wall, 4096^3, $TUNER_CONFIGS configs cold + warm           ~15 s   (timeout 150)
-#   efficiency, 9 shapes, stops starting shapes at $EFFICIENCY_S ~110 s  (timeout 200)
-#   stability, 2048^3 model x 20, stops starting runs at $STABILITY_S ~60 s (timeout 120)
+#   efficiency, 9 shapes, stops starting shapes at $EFFICIENCY_S ~240 s  (timeout 300)
+#   stability (in part tests), 2048^3 model x 20, stops starting runs at $STABILITY_S ~100 s
 #   triton cold ($TUNER_CONFIGS compiles + benchmarks) and warm  ~80 s   (timeouts 240 + 120)
 # about 4.5 minutes in all; the timeouts bound it at 14 minutes if everything goes wrong.
 # TUNER_CONFIGS, EFFICIENCY_S, STABILITY_S, EFFICIENCY_ARGS and STABILITY_ARGS (extra flags) adjust it.
@@ -68,11 +71,8 @@ configs=${TUNER_CONFIGS:-32}
 TAIL=8 step tuner_wall timeout 150 "$bin/bench_tuner" wall --shape 4096x4096x4096 --max-evaluations "$configs" \
   --json-out "$out/tuner_wall.json"
 # shellcheck disable=SC2086  # extra flags, word-split on purpose
-TAIL=20 step tuner_efficiency timeout 200 "$bin/bench_tuner" efficiency --time-limit "${EFFICIENCY_S:-110}" \
+TAIL=20 step tuner_efficiency timeout 300 "$bin/bench_tuner" efficiency --time-limit "${EFFICIENCY_S:-240}" \
   --json-out "$out/tuner_efficiency.json" ${EFFICIENCY_ARGS:-}
-# shellcheck disable=SC2086
-TAIL=8 step tuner_stability timeout 120 "$bin/bench_tuner" stability --repeats 20 --time-limit "${STABILITY_S:-60}" \
-  --json-out "$out/tuner_stability.json" ${STABILITY_ARGS:-}
 triton_cache="$(mktemp -d)"
 TAIL=9 step triton_cold timeout 240 python3 -u "$here/triton_autotune.py" --phase cold --configs "$configs" \
   --cache-dir "$triton_cache" --json-out "$out/triton_cold.json"
