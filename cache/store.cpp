@@ -876,7 +876,7 @@ void Store::migrate() {
 
 void Store::record_tuning(const DeviceRecord& device, const ProblemRecord& problem,
                           const std::vector<TrialRecord>& trials, std::optional<std::size_t> winner,
-                          const std::string& library_version) {
+                          const std::string& library_version, std::optional<std::size_t> run_trials) {
   if (device.key.empty()) GMJIT_USAGE_FAIL("device key is empty");
   if (problem.key.empty()) GMJIT_USAGE_FAIL("problem key is empty");
   if (winner) {
@@ -975,7 +975,7 @@ void Store::record_tuning(const DeviceRecord& device, const ProblemRecord& probl
     q->bind(1, device_id);
     q->bind(2, problem_id);
     q->bind(3, winner_trial_id);
-    q->bind(4, static_cast<std::int64_t>(trials.size()));
+    q->bind(4, static_cast<std::int64_t>(run_trials.value_or(trials.size())));
     q->bind(5, now);
     q->bind(6, library_version);
     while (q->step()) {

@@ -234,9 +234,11 @@ class Store {
   /// @throws gmjit::Error (usage) for a winner index out of range or a winner whose status is not
   ///   "ok", or a field that must be JSON and is not; (cache) for anything SQLite rejects, such as
   ///   an unknown trial status.
+  /// `run_trials` is the winner's trial count when the run recorded its trials in earlier calls
+  /// (a sweep commits each trial as it ends); by default, trials.size().
   void record_tuning(const DeviceRecord& device, const ProblemRecord& problem,
                      const std::vector<TrialRecord>& trials, std::optional<std::size_t> winner,
-                     const std::string& library_version);
+                     const std::string& library_version, std::optional<std::size_t> run_trials = std::nullopt);
 
   /// The winner of (device, problem), if one was recorded.
   std::optional<WinnerRecord> find_winner(const std::string& device_key,

@@ -150,7 +150,7 @@ SweepSummary sweep(const std::vector<Problem>& requested, const SweepOptions& op
     if (report.winner) {
       // The winner is recorded with the numbers of its final, interleaved timing.
       store.record_tuning(device_record, problem_record, {trial_record(report.trials[*report.winner])}, 0,
-                          kLibraryVersion);
+                          kLibraryVersion, report.trials.size());
       // The winner's cubin goes to the binary cache, so a later process launches it without NVRTC.
       const auto source = codegen::specialize(kernel, problem.shape, problem.dtype, report.trials[*report.winner].config);
       tuner::store_binary(store, *codegen::shared_compiler().compile(source, device.arch).module);
