@@ -61,21 +61,48 @@ float half_to_float(std::uint16_t bits) {
   return out;
 }
 
+std::uint16_t float_to_bf16(float value) {
+  std::uint32_t x = 0;
+  std::memcpy(&x, &value, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((x >> 16) | 0x40u);  // quiet NaN
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return static_cast<std::uint16_t>(x >> 16);
+}
+
+float bf16_to_float(std::uint16_t bits) {
+  const std::uint32_t x = static_cast<std::uint32_t>(bits) << 16;
+  float out = 0;
+  std::memcpy(&out, &x, 4);
+  return out;
+}
+
 namespace {
 
-std::vector<unsigned char> random_bytes(const templates::DtypeInfo& dtype, std::int64_t elements,
-                                        std::mt19937_64& rng) {
-  // Uniform in [-1, 1) but never exactly zero, so a kernel that skips an input cannot match.
-  std::uniform_real_distribution<float> uniform(0.0625f, 1.0f);
-  std::bernoulli_distribution negative(0.5);
+std::int64_t ceil_div_blocks(std::int64_t n, std::int64_t block) { return (n + block - 1) / block; }
+
+std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Uniform magnitude in [1/16, 1) with a random sign, never zero, so a kernel that skips an
+// input cannot match. Element i depends only on (seed, tensor, i): counter-based, so filling
+// hundreds of MB costs a few ns per element and any process reproduces it.
+std::vector<unsigned char> random_bytes(const templates::DtypeInfo& dtype, std::int64_t elements, std::uint64_t seed,
+                                        std::uint64_t tensor) {
   std::vector<unsigned char> bytes(static_cast<std::size_t>(elements) * dtype.bytes);
+  const std::uint64_t stream = splitmix64(seed ^ splitmix64(tensor + 1));
   for (std::int64_t i = 0; i < elements; ++i) {
-    const float value = negative(rng) ? -uniform(rng) : uniform(rng);
+    const std::uint64_t bits = splitmix64(stream + static_cast<std::uint64_t>(i));
+    const float magnitude = 0.0625f + 0.9375f * static_cast<float>(bits >> 40) * (1.0f / 16777216.0f);
+    const float value = (bits & 1u) ? -magnitude : magnitude;
     if (dtype.bytes == 4) {
       std::memcpy(&bytes[i * 4], &value, 4);
     } else {
-      const std::uint16_t half = float_to_half(value);
-      std::memcpy(&bytes[i * 2], &half, 2);
+      const std::uint16_t narrow = dtype.name == "bf16" ? float_to_bf16(value) : float_to_half(value);
+      std::memcpy(&bytes[i * 2], &narrow, 2);
     }
   }
   return bytes;
@@ -89,17 +116,16 @@ double element(const templates::DtypeInfo& dtype, const unsigned char* bytes, st
     std::memcpy(&value, bytes + i * 4, 4);
     return value;
   }
-  std::uint16_t half = 0;
-  std::memcpy(&half, bytes + i * 2, 2);
-  return half_to_float(half);
+  std::uint16_t narrow = 0;
+  std::memcpy(&narrow, bytes + i * 2, 2);
+  return dtype.name == "bf16" ? bf16_to_float(narrow) : half_to_float(narrow);
 }
 
 std::vector<std::vector<unsigned char>> random_inputs(const templates::KernelDescriptor& kernel, const Shape& shape,
                                                       const templates::DtypeInfo& dtype, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
   std::vector<std::vector<unsigned char>> inputs;
   for (const auto& arg : kernel.tensors(shape)) {
-    if (!arg.output) inputs.push_back(random_bytes(dtype, arg.elements, rng));
+    if (!arg.output) inputs.push_back(random_bytes(dtype, arg.elements, seed, inputs.size()));
   }
   return inputs;
 }
@@ -128,7 +154,6 @@ Harness::Harness(const templates::KernelDescriptor& kernel, const Shape& shape, 
                  const DeviceInfo& device, std::uint64_t seed,
                  std::optional<std::vector<std::vector<double>>> expected)
     : kernel_(kernel), shape_(shape), dtype_(templates::dtype_info(dtype)) {
-  if (dtype_.name == "bf16") throw Error(ErrorKind::usage, 0, "bf16 host data is not supported by the harness yet");
   tolerance_ = kernel.tolerance(dtype_, shape);
   const auto inputs = random_inputs(kernel, shape, dtype_, seed);
   std::size_t next_input = 0;
@@ -143,11 +168,27 @@ Harness::Harness(const templates::KernelDescriptor& kernel, const Shape& shape, 
   }
   // Twice the L2 so that a memset over it evicts every line of the previous run's data.
   flush_ = detail::DeviceBuffer(static_cast<std::size_t>(std::max<long long>(device.l2_bytes, 1 << 20)) * 2);
+  // Outputs are compared on the device, against references that stay there.
+  codegen::GeneratedSource compare;
+  compare.kernel = "verify";
+  compare.dtype = dtype_.name;
+  compare.header = "gmjit/verify.cuh";
+  compare.name_expression = fmt::format("gmjit::verify::compare<{}>", dtype_.cpp_type);
+  compare.file_name = "verify_" + dtype_.name + ".cu";
+  compare.source = "#include \"gmjit/verify.cuh\"\n";
+  const auto compare_compiled = codegen::shared_compiler().compile(compare, device.arch).module;
+  compare_module_ = std::make_unique<detail::Module>(compare_compiled->cubin);
+  compare_kernel_ = std::make_unique<detail::Kernel>(compare_module_->kernel(compare_compiled->lowered_name));
+  sums_ = detail::DeviceBuffer(3 * sizeof(double));
+
   if (expected) {
-    reference_ = std::move(*expected);
+    for (const auto& values : *expected) {
+      detail::DeviceBuffer buffer(values.size() * sizeof(double));
+      buffer.upload(values.data(), values.size() * sizeof(double));
+      reference_.push_back(std::move(buffer));
+    }
     return;
   }
-
   // The reference runs once per problem, on the same inputs, into double outputs.
   const auto generated = codegen::specialize_reference(kernel, shape, dtype);
   const auto compiled = codegen::shared_compiler().compile(generated, device.arch).module;
@@ -159,9 +200,7 @@ Harness::Harness(const templates::KernelDescriptor& kernel, const Shape& shape, 
     detail::KernelArgs args = arguments(out.get());
     detail::launch(reference, kernel.reference_geometry(shape), args, stream_.get());
     stream_.synchronize();
-    std::vector<double> host(static_cast<std::size_t>(tensor.arg.elements));
-    out.download(host.data(), host.size() * sizeof(double));
-    reference_.push_back(std::move(host));
+    reference_.push_back(std::move(out));
     break;  // reference kernels produce the first output; templates here have exactly one
   }
 }
@@ -191,22 +230,26 @@ double Harness::verify(detail::Kernel& kernel, const LaunchGeometry& geometry) {
   for (const auto& tensor : tensors_) {
     if (!tensor.arg.output) continue;
     const std::size_t bytes = static_cast<std::size_t>(tensor.arg.elements) * dtype_.bytes;
-    std::vector<unsigned char> host(bytes + kGuardBytes);
-    tensor.buffer.download(host.data(), host.size());
-    if (std::any_of(host.begin() + static_cast<std::ptrdiff_t>(bytes), host.end(),
-                    [](unsigned char b) { return b != 0xFF; })) {
+    unsigned char guard[kGuardBytes];
+    tensor.buffer.download(guard, kGuardBytes, bytes);
+    if (std::any_of(std::begin(guard), std::end(guard), [](unsigned char b) { return b != 0xFF; })) {
       return std::numeric_limits<double>::infinity();
     }
-    const auto& reference = reference_.at(output_index++);
-    double diff = 0, norm = 0;
-    for (std::int64_t i = 0; i < tensor.arg.elements; ++i) {
-      const double value = element(dtype_, host.data(), i);
-      if (!std::isfinite(value)) return std::numeric_limits<double>::infinity();
-      const double d = value - reference[static_cast<std::size_t>(i)];
-      diff += d * d;
-      norm += reference[static_cast<std::size_t>(i)] * reference[static_cast<std::size_t>(i)];
-    }
-    worst = std::max(worst, norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff));
+    sums_.fill_bytes(0, stream_.get());
+    detail::KernelArgs compare_args;
+    compare_args.add(tensor.buffer.get())
+        .add(reference_.at(output_index++).get())
+        .add(static_cast<long long>(tensor.arg.elements))
+        .add(sums_.get());
+    LaunchGeometry g;
+    g.block[0] = 256;
+    g.grid[0] = static_cast<unsigned>(std::clamp<std::int64_t>(ceil_div_blocks(tensor.arg.elements, 256), 1, 4096));
+    detail::launch(*compare_kernel_, g, compare_args, stream_.get());
+    stream_.synchronize();
+    double sums[3] = {0, 0, 0};
+    sums_.download(sums, sizeof(sums));
+    if (sums[2] > 0) return std::numeric_limits<double>::infinity();
+    worst = std::max(worst, sums[1] > 0 ? std::sqrt(sums[0] / sums[1]) : std::sqrt(sums[0]));
   }
   return worst;
 }
@@ -231,12 +274,28 @@ Timing Harness::time(detail::Kernel& kernel, const LaunchGeometry& geometry, con
   while (static_cast<int>(samples.size()) < options.max_repetitions) {
     samples.push_back(sample(kernel, geometry, args, batch));
     const int n = static_cast<int>(samples.size());
-    if (n < options.min_repetitions) continue;
+    // A candidate clearly slower than the best so far cannot win: a few samples settle that.
+    const int needed = options.give_up_above_ms > 0 ? std::min(options.min_repetitions, 3) : options.min_repetitions;
+    if (n < needed) continue;
+    if (n < options.min_repetitions) {
+      timing = summarize(samples);
+      if (timing.median_ms > options.give_up_above_ms) {
+        timing.gave_up = true;
+        break;
+      }
+      continue;
+    }
     timing = summarize(samples);
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
     if (timing.ci_percent <= options.target_ci_percent || elapsed >= options.max_seconds) break;
+    if (options.give_up_above_ms > 0 && timing.median_ms > options.give_up_above_ms) {
+      timing.gave_up = true;
+      break;
+    }
   }
+  const bool gave_up = timing.gave_up;
   timing = summarize(samples);
+  timing.gave_up = gave_up;
   timing.batch = batch;
   return timing;
 }

@@ -22,6 +22,7 @@ struct Timing {
   double ci_percent = 0;  // half-width of the median's 95% confidence interval, % of the median
   int repetitions = 0;
   int batch = 1;          // launches per sample
+  bool gave_up = false;   // stopped early: clearly slower than give_up_above_ms
 };
 
 struct MeasureOptions {
@@ -34,6 +35,9 @@ struct MeasureOptions {
   double batch_below_ms = 0.02;
   double batch_sample_ms = 0.1;  // the length a batched sample aims for
   int max_batch = 512;
+  // The best median so far (with a margin): a candidate whose first samples are slower stops
+  // there. 0: time every candidate to the confidence target.
+  double give_up_above_ms = 0;
 };
 
 // Median, IQR and a distribution-free 95% confidence interval of the median (the order
@@ -45,6 +49,8 @@ int batch_size(double single_ms, const MeasureOptions& options);
 // Bit-exact IEEE half conversions, round to nearest even, for host-side data.
 std::uint16_t float_to_half(float value);
 float half_to_float(std::uint16_t bits);
+std::uint16_t float_to_bf16(float value);
+float bf16_to_float(std::uint16_t bits);
 
 class Harness {
  public:
@@ -84,7 +90,10 @@ class Harness {
   templates::DtypeInfo dtype_;
   detail::Stream stream_;
   std::vector<Tensor> tensors_;
-  std::vector<std::vector<double>> reference_;  // per output tensor
+  std::vector<detail::DeviceBuffer> reference_;  // float64, per output tensor
+  std::unique_ptr<detail::Module> compare_module_;
+  std::unique_ptr<detail::Kernel> compare_kernel_;
+  detail::DeviceBuffer sums_;
   detail::DeviceBuffer flush_;
   detail::Event start_, stop_;
   unsigned flush_value_ = 0;

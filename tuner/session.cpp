@@ -114,14 +114,22 @@ nlohmann::json geometry_json(const LaunchGeometry& g) {
 }
 
 // The first rung of successive halving times briefly; the survivors are timed in full.
-nlohmann::json measure_json(bool quick, const TuneOptions& options) {
+// A candidate 25% slower than the best so far after its first samples cannot win; it stops
+// there (its median is then rougher, which no decision depends on).
+constexpr double kGiveUpMargin = 1.25;
+
+nlohmann::json measure_json(bool quick, const TuneOptions& options, double best_ms) {
+  nlohmann::json m;
   if (quick) {
-    return {{"min_repetitions", 5}, {"max_repetitions", 30}, {"max_seconds", 0.05}, {"target_ci_percent", 3.0}};
+    m = {{"min_repetitions", 5}, {"max_repetitions", 30}, {"max_seconds", 0.05}, {"target_ci_percent", 3.0}};
+  } else {
+    m = {{"min_repetitions", 10},
+         {"max_repetitions", 400},
+         {"max_seconds", options.max_seconds_per_candidate},
+         {"target_ci_percent", options.target_ci_percent}};
   }
-  return {{"min_repetitions", 10},
-          {"max_repetitions", 400},
-          {"max_seconds", options.max_seconds_per_candidate},
-          {"target_ci_percent", options.target_ci_percent}};
+  if (best_ms > 0) m["give_up_above_ms"] = best_ms * kGiveUpMargin;
+  return m;
 }
 
 void apply_timing(TrialReport& trial, const nlohmann::json& t) {
@@ -386,14 +394,15 @@ TuneReport Session::tune(const Problem& request, const TuneOptions& options) {
   std::int64_t next_id = 0;
 
   // Sends one candidate to the worker and records what came back, surviving any worker death.
+  double best_ms = 0;  // fastest verified median of this run so far
   auto run_candidate = [&](TrialReport& trial, const CompiledPtr& compiled, const LaunchGeometry& geometry,
-                           bool quick) -> std::int64_t {
+                           bool quick, bool may_give_up = true) -> std::int64_t {
     s.ensure_ready();
     const std::int64_t id = next_id++;
     Frame request;
     request.header = {{"op", "trial"},          {"id", id},
                       {"config", trial.config}, {"lowered_name", compiled->lowered_name},
-                      {"geometry", geometry_json(geometry)}, {"measure", measure_json(quick, options)}};
+                      {"geometry", geometry_json(geometry)}, {"measure", measure_json(quick, options, may_give_up ? best_ms : 0.0)}};
     request.payload = compiled->cubin;
     Frame answer;
     std::string why;
@@ -428,6 +437,11 @@ TuneReport Session::tune(const Problem& request, const TuneOptions& options) {
     }
     if (trial.status != TrialStatus::ok) return -1;
     apply_timing(trial, h);
+    if (h.value("gave_up", false)) {
+      trial.detail = fmt::format("timing stopped after {} samples: over {:.2f}x the best so far", trial.repetitions,
+                                 kGiveUpMargin);
+    }
+    if (best_ms == 0 || trial.median_ms < best_ms) best_ms = trial.median_ms;
     loaded[id] = Loaded{0, s.generation, compiled, geometry};
     return id;
   };
@@ -500,7 +514,7 @@ TuneReport Session::tune(const Problem& request, const TuneOptions& options) {
     }
     TrialReport rerun = trial;
     rerun.resumed = false;
-    const std::int64_t id = run_candidate(rerun, compiled_of[index], geometry_of[index], false);
+    const std::int64_t id = run_candidate(rerun, compiled_of[index], geometry_of[index], false, false);
     if (id < 0) {
       trial = rerun;  // it failed now: the new status stands
       return false;

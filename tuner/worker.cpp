@@ -82,7 +82,7 @@ namespace {
 
 nlohmann::json timing_json(const Timing& t) {
   return {{"median_ms", t.median_ms}, {"spread", t.spread}, {"ci_percent", t.ci_percent},
-          {"repetitions", t.repetitions}, {"batch", t.batch}};
+          {"repetitions", t.repetitions}, {"batch", t.batch}, {"gave_up", t.gave_up}};
 }
 
 MeasureOptions measure_from_json(const nlohmann::json& j) {
@@ -91,6 +91,7 @@ MeasureOptions measure_from_json(const nlohmann::json& j) {
   m.max_repetitions = j.value("max_repetitions", m.max_repetitions);
   m.max_seconds = j.value("max_seconds", m.max_seconds);
   m.target_ci_percent = j.value("target_ci_percent", m.target_ci_percent);
+  m.give_up_above_ms = j.value("give_up_above_ms", m.give_up_above_ms);
   return m;
 }
 

@@ -168,9 +168,9 @@ void DeviceBuffer::upload(const void* host, std::size_t bytes) {
   if (bytes > 0) GMJIT_CU(driver().cuMemcpyHtoD(ptr_, host, bytes));
 }
 
-void DeviceBuffer::download(void* host, std::size_t bytes) const {
-  if (bytes > bytes_) throw Error(ErrorKind::usage, 0, "download larger than the buffer");
-  if (bytes > 0) GMJIT_CU(driver().cuMemcpyDtoH(host, ptr_, bytes));
+void DeviceBuffer::download(void* host, std::size_t bytes, std::size_t offset) const {
+  if (offset > bytes_ || bytes > bytes_ - offset) throw Error(ErrorKind::usage, 0, "download past the end of the buffer");
+  if (bytes > 0) GMJIT_CU(driver().cuMemcpyDtoH(host, ptr_ + offset, bytes));
 }
 
 void DeviceBuffer::fill_bytes(unsigned char value, CUstream stream) {

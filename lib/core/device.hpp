@@ -83,7 +83,7 @@ class DeviceBuffer {
   CUdeviceptr get() const { return ptr_; }
   std::size_t bytes() const { return bytes_; }
   void upload(const void* host, std::size_t bytes);
-  void download(void* host, std::size_t bytes) const;
+  void download(void* host, std::size_t bytes, std::size_t offset = 0) const;
   // Fills every byte with `value` (0xFF poisons float and half outputs with NaN).
   void fill_bytes(unsigned char value, CUstream stream);
 

@@ -3,6 +3,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cmath>
+#include <limits>
 #include <thread>
 
 #include "gmjit/error.hpp"
@@ -184,6 +186,40 @@ TEST(StrategyNames, ParseAndPrint) {
   EXPECT_THROW(gmjit::parse_strategy("genetic"), gmjit::Error);
   EXPECT_EQ(gmjit::parse_trial_status("timeout"), TrialStatus::timeout);
   EXPECT_THROW(gmjit::parse_trial_status("meh"), gmjit::Error);
+}
+
+}  // namespace
+
+namespace {
+
+TEST(Bf16, RoundsToNearestEvenAndRoundTrips) {
+  using gmjit::tuner::bf16_to_float;
+  using gmjit::tuner::float_to_bf16;
+  for (float v : {0.0f, 1.0f, -2.5f, 0.0625f, std::ldexp(1.0f, 127), std::ldexp(-1.5f, -100)}) EXPECT_EQ(bf16_to_float(float_to_bf16(v)), v);
+  EXPECT_EQ(float_to_bf16(1.0f + 1.0f / 256), float_to_bf16(1.0f));            // halfway: to even
+  EXPECT_EQ(float_to_bf16(1.0f + 3.0f / 256), float_to_bf16(1.0f + 1.0f / 64));  // halfway: to even, up
+  EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(std::numeric_limits<float>::quiet_NaN()))));
+}
+
+TEST(RandomInputs, NeverZeroSeededAndDistinctPerTensor) {
+  const auto& kernel = gmjit::templates::find_kernel("vector_add");
+  for (const char* name : {"fp32", "fp16", "bf16"}) {
+    const auto& dtype = gmjit::templates::dtype_info(name);
+    const auto a = gmjit::tuner::random_inputs(kernel, {{"n", 4096}}, dtype, 5);
+    ASSERT_EQ(a.size(), 2u);
+    EXPECT_EQ(a, gmjit::tuner::random_inputs(kernel, {{"n", 4096}}, dtype, 5));
+    EXPECT_NE(a, gmjit::tuner::random_inputs(kernel, {{"n", 4096}}, dtype, 6));
+    EXPECT_NE(a[0], a[1]);
+    int negative = 0;
+    for (std::int64_t i = 0; i < 4096; ++i) {
+      const double v = gmjit::tuner::element(dtype, a[0].data(), i);
+      EXPECT_GE(std::abs(v), 0.0625 * 0.99) << name;
+      EXPECT_LT(std::abs(v), 1.0 + 1e-6) << name;
+      negative += v < 0;
+    }
+    EXPECT_GT(negative, 1800);
+    EXPECT_LT(negative, 2300);
+  }
 }
 
 }  // namespace
