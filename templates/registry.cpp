@@ -127,7 +127,10 @@ struct CatalogStore {
 CatalogStore& catalog_store() {
   static CatalogStore store;
   static std::once_flag filled;
-  std::call_once(filled, [] { store.snapshots.push_back({vector_add_descriptor(), sgemm_descriptor()}); });
+  std::call_once(filled, [] {
+    store.snapshots.push_back(
+        {vector_add_descriptor(), sgemm_descriptor(), grayscale_descriptor(), transpose_descriptor()});
+  });
   return store;
 }
 

@@ -30,5 +30,22 @@ __global__ void sgemm(const float* A, const float* B, double* C, int M, int N, i
   C[static_cast<long long>(row) * N + col] = sum;
 }
 
+// Interleaved RGB (n pixels x 3) -> luma, with the coefficients in double.
+__global__ void grayscale(const float* rgb, double* out, long long n) {
+  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
+  for (long long p = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; p < n; p += stride) {
+    out[p] = 0.2989 * static_cast<double>(rgb[3 * p]) + 0.5870 * static_cast<double>(rgb[3 * p + 1]) +
+             0.1140 * static_cast<double>(rgb[3 * p + 2]);
+  }
+}
+
+// out (cols x rows) = in (rows x cols)^T, one element per thread in the order of `in`.
+__global__ void transpose(const float* in, double* out, long long rows, long long cols) {
+  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
+  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * cols; i += stride) {
+    out[i % cols * rows + i / cols] = static_cast<double>(in[i]);
+  }
+}
+
 }  // namespace reference
 }  // namespace gmjit

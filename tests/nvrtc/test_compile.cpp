@@ -93,13 +93,22 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"vector_add", "fp32", {{"n", 1000003}}}, Case{"vector_add", "fp16", {{"n", 1000003}}},
                       // Even tiles compile the bounds checks out, uneven ones keep them: both variants.
                       Case{"sgemm", "fp32", {{"m", 4096}, {"n", 4096}, {"k", 4096}}},
-                      Case{"sgemm", "fp32", {{"m", 127}, {"n", 1000}, {"k", 3000}}}),
+                      Case{"sgemm", "fp32", {{"m", 127}, {"n", 1000}, {"k", 3000}}},
+                      // Grayscale prunes grid-stride variants at sizes one block covers.
+                      Case{"grayscale", "fp32", {{"h", 1}, {"w", 127}}},
+                      Case{"grayscale", "fp32", {{"h", 127}, {"w", 1000003}}},
+                      Case{"grayscale", "fp32", {{"h", 16384}, {"w", 16384}}},
+                      Case{"transpose", "fp32", {{"rows", 1}, {"cols", 127}}},
+                      Case{"transpose", "fp32", {{"rows", 127}, {"cols", 1000003}}},
+                      Case{"transpose", "fp32", {{"rows", 16384}, {"cols", 16384}}}),
     case_name);
 
 TEST(Reference, EveryReferenceKernelCompiles) {
   for (const auto& kernel : templates::catalog()) {
     for (const auto& dtype : kernel.dtypes) {
-      const Shape shape = kernel.name == "sgemm" ? Shape{{"m", 3}, {"n", 5}, {"k", 7}} : Shape{{"n", 9}};
+      Shape shape;
+      std::int64_t size = 3;
+      for (const auto& key : kernel.problem_keys) shape[key] = size += 2;
       const auto source = codegen::specialize_reference(kernel, shape, dtype);
       EXPECT_NO_THROW(codegen::Compiler().compile(source, kArch)) << source.name_expression;
     }

@@ -1,0 +1,76 @@
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "templates/registry.hpp"
+
+namespace gmjit::templates {
+namespace {
+
+constexpr const char* kConstraints = "tile * (tile / rows_per_thread) <= 1024 threads; fewer than 2^31 tiles";
+
+std::int64_t tile_count(const Config& c, const Shape& s) {
+  return ceil_div(s.at("rows"), c.at("tile")) * ceil_div(s.at("cols"), c.at("tile"));
+}
+
+}  // namespace
+
+KernelDescriptor transpose_descriptor() {
+  KernelDescriptor d;
+  d.name = "transpose";
+  d.summary = "fp32 out (cols x rows) = in (rows x cols)^T through padded shared-memory tiles, coalesced both ways";
+  d.header = "gmjit/transpose.cuh";
+  d.problem_keys = {"rows", "cols"};
+  d.dtypes = {"fp32"};
+  d.params = {
+      {"tile", {32, 64}, "square tile edge; its shared-memory copy has one column of padding"},
+      {"rows_per_thread", {1, 2, 4, 8, 16},
+       "tile rows each thread moves each way; the block is tile x (tile / rows_per_thread) threads"},
+  };
+  d.default_config = {{"tile", 32}, {"rows_per_thread", 4}};
+  d.constraints_doc = kConstraints;
+  d.violation = [](const Config& c, const Shape& s) -> std::string {
+    const std::int64_t tile = c.at("tile"), rpt = c.at("rows_per_thread");
+    if (tile * (tile / rpt) > 1024) {
+      return fmt::format("a {} x {} block has {} threads, more than 1024", tile, tile / rpt, tile * (tile / rpt));
+    }
+    if (tile_count(c, s) > 2147483647) return "2^31 tiles or more do not fit the 1-D grid";
+    return {};
+  };
+  d.name_expression = [](const Config& c, const Shape&, const DtypeInfo&) {
+    return fmt::format("gmjit::transpose<{}, {}>", c.at("tile"), c.at("rows_per_thread"));
+  };
+  d.geometry = [](const Config& c, const Shape& s, const DtypeInfo&) {
+    LaunchGeometry g;
+    g.grid[0] = static_cast<unsigned>(tile_count(c, s));
+    g.block[0] = static_cast<unsigned>(c.at("tile"));
+    g.block[1] = static_cast<unsigned>(c.at("tile") / c.at("rows_per_thread"));
+    return g;
+  };
+  d.tensors = [](const Shape& s) {
+    const std::int64_t elements = s.at("rows") * s.at("cols");
+    return std::vector<TensorArg>{{"in", elements, false}, {"out", elements, true}};
+  };
+  d.add_scalars = [](detail::KernelArgs& args, const Shape& s) {
+    args.add(static_cast<long long>(s.at("rows"))).add(static_cast<long long>(s.at("cols")));
+  };
+  d.reference_expression = [](const DtypeInfo&) { return std::string("gmjit::reference::transpose"); };
+  d.reference_geometry = [](const Shape& s) {
+    LaunchGeometry g;
+    g.grid[0] = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(s.at("rows") * s.at("cols"), 256), 65535));
+    g.block[0] = 256;
+    return g;
+  };
+  d.work = [](const Config& c, const Shape& s, const DtypeInfo& t) {
+    Work w;
+    w.bytes = 2.0 * static_cast<double>(s.at("rows") * s.at("cols")) * t.bytes;
+    w.shared_bytes = c.at("tile") * (c.at("tile") + 1) * 4;
+    w.registers = static_cast<int>(24 + c.at("rows_per_thread"));
+    return w;
+  };
+  // A copy: every element must come back bit for bit.
+  d.tolerance = [](const DtypeInfo&, const Shape&) { return 0.0; };
+  return d;
+}
+
+}  // namespace gmjit::templates
