@@ -223,8 +223,11 @@ void Harness::poison_outputs() {
 double Harness::verify(detail::Kernel& kernel, const LaunchGeometry& geometry) {
   poison_outputs();
   detail::KernelArgs args = arguments();
+  start_.record(stream_.get());
   detail::launch(kernel, geometry, args, stream_.get());
+  stop_.record(stream_.get());
   stream_.synchronize();
+  last_verify_ms_ = stop_.elapsed_ms_since(start_);
   std::size_t output_index = 0;
   double worst = 0;
   for (const auto& tensor : tensors_) {
@@ -263,11 +266,15 @@ double Harness::sample(detail::Kernel& kernel, const LaunchGeometry& geometry, d
   return stop_.elapsed_ms_since(start_) / batch;
 }
 
-Timing Harness::time(detail::Kernel& kernel, const LaunchGeometry& geometry, const MeasureOptions& options) {
+Timing Harness::time(detail::Kernel& kernel, const LaunchGeometry& geometry, const MeasureOptions& options,
+                     double single_ms) {
   detail::KernelArgs args = arguments();
-  detail::launch(kernel, geometry, args, stream_.get());  // warm-up: instruction cache, TLB
-  stream_.synchronize();
-  const int batch = batch_size(sample(kernel, geometry, args, 1), options);
+  if (single_ms <= 0) {
+    detail::launch(kernel, geometry, args, stream_.get());  // warm-up: instruction cache, TLB
+    stream_.synchronize();
+    single_ms = sample(kernel, geometry, args, 1);
+  }
+  const int batch = batch_size(single_ms, options);
   std::vector<double> samples;
   const auto began = std::chrono::steady_clock::now();
   Timing timing;

@@ -63,7 +63,12 @@ class Harness {
   // Relative L2 error of one run of `kernel`; infinity when any output is NaN/inf (unwritten)
   // or a guard byte past an output was overwritten. Launch errors throw Error(launch/driver).
   double verify(detail::Kernel& kernel, const LaunchGeometry& geometry);
-  Timing time(detail::Kernel& kernel, const LaunchGeometry& geometry, const MeasureOptions& options);
+  // Milliseconds the last verify() launch took (no L2 flush): enough to size a batch.
+  double last_verify_ms() const { return last_verify_ms_; }
+  // `single_ms`: a time already known for one launch of this kernel that ran just before (the
+  // verification launch); it then also served as the warm-up, and neither is repeated.
+  Timing time(detail::Kernel& kernel, const LaunchGeometry& geometry, const MeasureOptions& options,
+              double single_ms = 0);
   struct Entrant {
     detail::Kernel* kernel;
     LaunchGeometry geometry;
@@ -97,6 +102,7 @@ class Harness {
   detail::DeviceBuffer flush_;
   detail::Event start_, stop_;
   unsigned flush_value_ = 0;
+  double last_verify_ms_ = 0;
   double tolerance_ = 0;
 };
 
