@@ -127,7 +127,7 @@ struct CatalogStore {
 CatalogStore& catalog_store() {
   static CatalogStore store;
   static std::once_flag filled;
-  std::call_once(filled, [] { store.snapshots.push_back({vector_add_descriptor(), sgemm_descriptor()}); });
+  std::call_once(filled, [] { store.snapshots.push_back({vector_add_descriptor(), sgemm_descriptor(), softmax_descriptor()}); });
   return store;
 }
 

@@ -140,5 +140,6 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b);
 // Descriptors defined beside each template.
 KernelDescriptor vector_add_descriptor();
 KernelDescriptor sgemm_descriptor();
+KernelDescriptor softmax_descriptor();
 
 }  // namespace gmjit::templates

@@ -93,13 +93,22 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"vector_add", "fp32", {{"n", 1000003}}}, Case{"vector_add", "fp16", {{"n", 1000003}}},
                       // Even tiles compile the bounds checks out, uneven ones keep them: both variants.
                       Case{"sgemm", "fp32", {{"m", 4096}, {"n", 4096}, {"k", 4096}}},
-                      Case{"sgemm", "fp32", {{"m", 127}, {"n", 1000}, {"k", 3000}}}),
+                      Case{"sgemm", "fp32", {{"m", 127}, {"n", 1000}, {"k", 3000}}},
+                      // softmax: 16-byte rows with cached blocks; odd rows (scalar only, every
+                      // cached variant); 4- (bf16) and 8-byte (fp32) rows.
+                      Case{"softmax", "fp32", {{"rows", 8192}, {"cols", 8192}}},
+                      Case{"softmax", "bf16", {{"rows", 8192}, {"cols", 8192}}},
+                      Case{"softmax", "fp32", {{"rows", 3}, {"cols", 127}}},
+                      Case{"softmax", "bf16", {{"rows", 3}, {"cols", 127}}},
+                      Case{"softmax", "fp32", {{"rows", 127}, {"cols", 1002}}},
+                      Case{"softmax", "bf16", {{"rows", 127}, {"cols", 1002}}}),
     case_name);
 
 TEST(Reference, EveryReferenceKernelCompiles) {
   for (const auto& kernel : templates::catalog()) {
     for (const auto& dtype : kernel.dtypes) {
-      const Shape shape = kernel.name == "sgemm" ? Shape{{"m", 3}, {"n", 5}, {"k", 7}} : Shape{{"n", 9}};
+      Shape shape;
+      for (const auto& key : kernel.problem_keys) shape[key] = 9;
       const auto source = codegen::specialize_reference(kernel, shape, dtype);
       EXPECT_NO_THROW(codegen::Compiler().compile(source, kArch)) << source.name_expression;
     }

@@ -82,7 +82,8 @@ TEST(Catalog, BadRequestsNameTheOffendingToken) {
 TEST(Catalog, ValidConfigsAreTheConstraintFilteredCrossProduct) {
   for (const auto& kernel : catalog()) {
     if (is_user_kernel(kernel.name)) continue;
-    const Shape shape = kernel.name == "sgemm" ? Shape{{"m", 512}, {"n", 512}, {"k", 512}} : Shape{{"n", 4096}};
+    Shape shape;
+    for (const auto& key : kernel.problem_keys) shape[key] = 512;
     const auto all = all_configs(kernel);
     const auto valid = valid_configs(kernel, shape);
     std::size_t product = 1;
