@@ -278,7 +278,7 @@ __device__ __noinline__ void softmax_rows_unaligned(const T* __restrict__ x, T* 
 // T is float or __nv_bfloat16. kRowThreads is 32 (a warp per row) or kBlock (a block per row).
 // kElems: elements per thread per pass (see above). kVecBytes: bytes per access, at least
 // sizeof(T) and at most kElems * sizeof(T); where cols * sizeof(T) or either pointer is not a
-// multiple of it, the kernel falls back to one element per access (correct, slower).
+// multiple of it, the kernel falls back to streaming single-element accesses (correct, slower).
 // Always: cols + kRowThreads * kElems < 2^31. The grid strides over rows, so any grid works.
 template <typename T, int kRowThreads, int kBlock, int kElems, int kVecBytes, bool kCached>
 __global__ void __launch_bounds__(kBlock)
