@@ -128,8 +128,8 @@ CatalogStore& catalog_store() {
   static CatalogStore store;
   static std::once_flag filled;
   std::call_once(filled, [] {
-    store.snapshots.push_back(
-        {vector_add_descriptor(), sgemm_descriptor(), grayscale_descriptor(), transpose_descriptor()});
+    store.snapshots.push_back({vector_add_descriptor(), sgemm_descriptor(), grayscale_descriptor(),
+                               transpose_descriptor(), softmax_descriptor()});
   });
   return store;
 }

@@ -142,5 +142,6 @@ KernelDescriptor vector_add_descriptor();
 KernelDescriptor sgemm_descriptor();
 KernelDescriptor grayscale_descriptor();
 KernelDescriptor transpose_descriptor();
+KernelDescriptor softmax_descriptor();
 
 }  // namespace gmjit::templates

@@ -1,6 +1,7 @@
 #pragma once
 // Reference kernels: deliberately naive, one output element per thread, accumulating in
 // double. They share nothing with the tuned templates, so a bug cannot hide in both.
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 namespace gmjit {
@@ -8,6 +9,7 @@ namespace reference {
 
 __device__ inline double to_double(float x) { return static_cast<double>(x); }
 __device__ inline double to_double(__half x) { return static_cast<double>(__half2float(x)); }
+__device__ inline double to_double(__nv_bfloat16 x) { return static_cast<double>(__bfloat162float(x)); }
 
 template <typename T>
 __global__ void vector_add(const T* a, const T* b, double* out, long long n) {
@@ -44,6 +46,45 @@ __global__ void transpose(const float* in, double* out, long long rows, long lon
   const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
   for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * cols; i += stride) {
     out[i % cols * rows + i / cols] = static_cast<double>(in[i]);
+  }
+}
+
+// Leaves the block's combination of every thread's `value` in all threads; blockDim.x must be a
+// power of two no larger than 256.
+template <typename Op>
+__device__ double block_reduce(double value, Op op) {
+  __shared__ double partial[256];
+  partial[threadIdx.x] = value;
+  __syncthreads();
+  for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) partial[threadIdx.x] = op(partial[threadIdx.x], partial[threadIdx.x + half]);
+    __syncthreads();
+  }
+  const double result = partial[0];
+  __syncthreads();
+  return result;
+}
+
+struct MaxOp {
+  __device__ double operator()(double a, double b) const { return fmax(a, b); }
+};
+struct SumOp {
+  __device__ double operator()(double a, double b) const { return a + b; }
+};
+
+// Softmax along rows of a row-major rows x cols matrix: a block per row (grid-stride), 256
+// threads, max then sum of exp(x - max), in double.
+template <typename T>
+__global__ void softmax(const T* x, double* y, long long rows, int cols) {
+  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* xr = x + row * cols;
+    double m = to_double(xr[0]);
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) m = fmax(m, to_double(xr[c]));
+    m = block_reduce(m, MaxOp());
+    double s = 0.0;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) s += exp(to_double(xr[c]) - m);
+    s = block_reduce(s, SumOp());
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) y[row * cols + c] = exp(to_double(xr[c]) - m) / s;
   }
 }
 

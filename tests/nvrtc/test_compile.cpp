@@ -100,7 +100,15 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"grayscale", "fp32", {{"h", 16384}, {"w", 16384}}},
                       Case{"transpose", "fp32", {{"rows", 1}, {"cols", 127}}},
                       Case{"transpose", "fp32", {{"rows", 127}, {"cols", 1000003}}},
-                      Case{"transpose", "fp32", {{"rows", 16384}, {"cols", 16384}}}),
+                      Case{"transpose", "fp32", {{"rows", 16384}, {"cols", 16384}}},
+                      // softmax: 16-byte rows with cached blocks; odd rows (scalar only, every
+                      // cached variant); 4- (bf16) and 8-byte (fp32) rows.
+                      Case{"softmax", "fp32", {{"rows", 8192}, {"cols", 8192}}},
+                      Case{"softmax", "bf16", {{"rows", 8192}, {"cols", 8192}}},
+                      Case{"softmax", "fp32", {{"rows", 3}, {"cols", 127}}},
+                      Case{"softmax", "bf16", {{"rows", 3}, {"cols", 127}}},
+                      Case{"softmax", "fp32", {{"rows", 127}, {"cols", 1002}}},
+                      Case{"softmax", "bf16", {{"rows", 127}, {"cols", 1002}}}),
     case_name);
 
 TEST(Reference, EveryReferenceKernelCompiles) {

@@ -103,7 +103,7 @@ TEST_F(CliSweep, DryRunJsonIsAnArrayOfProblems) {
     EXPECT_TRUE(p["label"].is_string());
   }
   EXPECT_TRUE(kernels.count("vector_add"));
-  EXPECT_NE(result.err.find("softmax"), std::string::npos) << "names the skipped kernels: " << result.err;
+  EXPECT_NE(result.err.find("rmsnorm"), std::string::npos) << "names the skipped kernels: " << result.err;
 }
 
 TEST_F(CliSweep, DryRunFiltersKernelsBeforeSharding) {

@@ -1,0 +1,317 @@
+#pragma once
+// y = softmax(x) along the last dimension of a row-major rows x cols matrix; fp32 arithmetic for
+// every storage type. A memory-bound stream: at best each element is read once and written once.
+//
+// A row is owned by kRowThreads threads: one warp (short rows, no barriers) or the whole block
+// (long rows). Each thread keeps a partial (max m, sum s of e^(x - m)) over its elements; partial
+// pairs merge exactly, (m1, s1) + (m2, s2) = (M, s1 e^(m1 - M) + s2 e^(m2 - M)), so the row needs
+// a single reduction, and no exponent ever sees a positive argument at any row length.
+//
+// kCached: the row's slice of each thread (kElems elements) stays in registers between the read
+// and the write, so x is read once; the caller guarantees cols <= kRowThreads * kElems.
+// Otherwise the row is streamed twice in chunks of kRowThreads * kElems: the first pass keeps a
+// running (max, sum), rescaling the sum when the max grows; the second rereads (from L2 when the
+// rows in flight fit there) and writes.
+
+#include <cuda_bf16.h>
+
+namespace gmjit {
+namespace softmax_detail {
+
+// Enumerators rather than static constexpr members: NVRTC emits those as device globals.
+template <typename T, typename U>
+struct IsSame {
+  enum : bool { kValue = false };
+};
+template <typename T>
+struct IsSame<T, T> {
+  enum : bool { kValue = true };
+};
+
+// The lowest finite float, not -inf, starts every partial maximum: merging two empty partials
+// then computes e^(lowest - lowest) * 0 = 0, where -inf - -inf would give NaN.
+__device__ __forceinline__ float lowest() { return -3.40282347e+38f; }
+__device__ __forceinline__ float minus_infinity() { return __int_as_float(static_cast<int>(0xff800000u)); }
+
+// One MUFU.EX2: relative error about 2^-22 (PTX ISA, ex2.approx), far inside the tolerances, and
+// the arguments here are never positive, so it cannot overflow. Flushing results below 2^-126 to
+// zero changes a sum that is at least 1 by less than 2^-126.
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// e^(a - b); a = -inf (a masked element) gives 0.
+__device__ __forceinline__ float exp_diff(float a, float b) {
+  return exp2_approx((a - b) * 1.44269504088896341f);
+}
+
+// Merges partial (m2, s2) into (m, s). Only the smaller maximum needs rescaling, so one exponent.
+__device__ __forceinline__ void merge(float& m, float& s, float m2, float s2) {
+  const float hi = fmaxf(m, m2);
+  const float d = exp_diff(fminf(m, m2), hi);
+  s = m >= m2 ? fmaf(s2, d, s) : fmaf(s, d, s2);
+  m = hi;
+}
+
+// The butterfly leaves the same pair in every lane: merge is symmetric in its operands.
+__device__ __forceinline__ void warp_merge(float& m, float& s) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    merge(m, s, __shfl_xor_sync(0xffffffffu, m, offset), __shfl_xor_sync(0xffffffffu, s, offset));
+  }
+}
+
+// Every thread of the block ends with the block's pair. scratch holds kWarps pairs; callers
+// alternate between two scratch arrays on consecutive rows, so the next row's writes cannot
+// overtake a slow warp's reads of this row without a second barrier (the next row's barrier
+// separates them from the row after).
+template <int kWarps>
+__device__ __forceinline__ void block_merge(float& m, float& s, float2* scratch) {
+  warp_merge(m, s);
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  const int warp = static_cast<int>(threadIdx.x) >> 5;
+  if (lane == 0) scratch[warp] = make_float2(m, s);
+  __syncthreads();
+  if (lane < kWarps) {
+    const float2 p = scratch[lane];
+    m = p.x;
+    s = p.y;
+  } else {
+    m = lowest();
+    s = 0.f;
+  }
+  warp_merge(m, s);
+}
+
+// Accesses move raw bits; fp32 holds one element per 32-bit word, bf16 two (low half first).
+template <typename T>
+struct Elem;
+template <>
+struct Elem<float> {
+  enum : int { kPerWord = 1 };
+  __device__ __forceinline__ static void unpack(unsigned w, float* out) { out[0] = __uint_as_float(w); }
+  __device__ __forceinline__ static unsigned pack(const float* in) { return __float_as_uint(in[0]); }
+};
+template <>
+struct Elem<__nv_bfloat16> {
+  enum : int { kPerWord = 2 };
+  // bf16 is the upper half of an fp32, so widening is exact and needs no conversion instruction.
+  __device__ __forceinline__ static void unpack(unsigned w, float* out) {
+    out[0] = __uint_as_float(w << 16);
+    out[1] = __uint_as_float(w & 0xffff0000u);
+  }
+  __device__ __forceinline__ static unsigned pack(const float* in) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(in[0], in[1]);
+    return *reinterpret_cast<const unsigned*>(&h);
+  }
+};
+
+// One access of kBytes at p (aligned to kBytes) into kBytes / sizeof(T) floats.
+template <typename T, int kBytes>
+__device__ __forceinline__ void load_access(const T* __restrict__ p, float* out) {
+  if constexpr (kBytes == 2) {
+    const unsigned short bits = __ldg(reinterpret_cast<const unsigned short*>(p));
+    out[0] = __uint_as_float(static_cast<unsigned>(bits) << 16);
+  } else {
+    unsigned w[kBytes / 4];
+    if constexpr (kBytes == 4) {
+      w[0] = __ldg(reinterpret_cast<const unsigned*>(p));
+    } else if constexpr (kBytes == 8) {
+      const uint2 r = __ldg(reinterpret_cast<const uint2*>(p));
+      w[0] = r.x;
+      w[1] = r.y;
+    } else {
+      const uint4 r = __ldg(reinterpret_cast<const uint4*>(p));
+      w[0] = r.x;
+      w[1] = r.y;
+      w[2] = r.z;
+      w[3] = r.w;
+    }
+#pragma unroll
+    for (int i = 0; i < kBytes / 4; ++i) Elem<T>::unpack(w[i], out + i * Elem<T>::kPerWord);
+  }
+}
+
+template <typename T, int kBytes>
+__device__ __forceinline__ void store_access(T* __restrict__ p, const float* in) {
+  if constexpr (kBytes == 2) {
+    *reinterpret_cast<unsigned short*>(p) = __bfloat16_as_ushort(__float2bfloat16_rn(in[0]));
+  } else {
+    unsigned w[kBytes / 4];
+#pragma unroll
+    for (int i = 0; i < kBytes / 4; ++i) w[i] = Elem<T>::pack(in + i * Elem<T>::kPerWord);
+    if constexpr (kBytes == 4) {
+      *reinterpret_cast<unsigned*>(p) = w[0];
+    } else if constexpr (kBytes == 8) {
+      *reinterpret_cast<uint2*>(p) = make_uint2(w[0], w[1]);
+    } else {
+      *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+  }
+}
+
+// A thread's kElems elements of one chunk: access a of thread t starts at column
+// base + (a * kRowThreads + t) * (elements per access), so each access instruction of a warp is
+// contiguous. Accesses divide cols, so an access is wholly inside the row or wholly past it;
+// elements past it read as -inf, which adds e^-inf = 0 to the sum. One pointer and one bound per
+// thread, with compile-time offsets per access: per-access 64-bit addresses would cost two
+// registers each (measured with ptxas 13.0: 128 registers and spills for 32 bf16 scalars).
+template <typename T, int kRowThreads, int kElems, int kBytes>
+__device__ __forceinline__ void load_chunk(const T* __restrict__ row, int cols, int base, int t,
+                                           float (&v)[kElems]) {
+  constexpr int kPer = kBytes / static_cast<int>(sizeof(T));
+  const int first = base + t * kPer;
+  const T* __restrict__ p = row + first;
+  const int left = cols - first;
+#pragma unroll
+  for (int a = 0; a < kElems / kPer; ++a) {
+    constexpr int kStride = kRowThreads * kPer;
+    if (a * kStride < left) {
+      load_access<T, kBytes>(p + a * kStride, v + a * kPer);
+    } else {
+#pragma unroll
+      for (int e = 0; e < kPer; ++e) v[a * kPer + e] = minus_infinity();
+    }
+  }
+}
+
+template <typename T, int kRowThreads, int kElems, int kBytes>
+__device__ __forceinline__ void store_chunk(T* __restrict__ row, int cols, int base, int t,
+                                            const float (&v)[kElems]) {
+  constexpr int kPer = kBytes / static_cast<int>(sizeof(T));
+  const int first = base + t * kPer;
+  T* __restrict__ p = row + first;
+  const int left = cols - first;
+#pragma unroll
+  for (int a = 0; a < kElems / kPer; ++a) {
+    constexpr int kStride = kRowThreads * kPer;
+    if (a * kStride < left) store_access<T, kBytes>(p + a * kStride, v + a * kPer);
+  }
+}
+
+template <int kRowThreads, int kBlock>
+__device__ __forceinline__ void row_merge(float& m, float& s, float2 (*scratch)[kBlock / 32], int parity) {
+  if constexpr (kRowThreads == 32) {
+    warp_merge(m, s);
+  } else {
+    block_merge<kBlock / 32>(m, s, scratch[parity]);
+  }
+}
+
+template <typename T, int kRowThreads, int kBlock, int kElems, int kBytes, bool kCached>
+__device__ __forceinline__ void softmax_rows(const T* __restrict__ x, T* __restrict__ y, long long rows,
+                                             int cols, float2 (*scratch)[kBlock / 32]) {
+  constexpr int kRowsPerBlock = kBlock / kRowThreads;
+  constexpr int kChunk = kRowThreads * kElems;
+  const int t = static_cast<int>(threadIdx.x) % kRowThreads;
+  const long long step = static_cast<long long>(gridDim.x) * kRowsPerBlock;
+  int parity = 0;
+  // `row` is uniform across the threads that own it (a warp or the block), so every thread of a
+  // row reaches its shuffles and barriers.
+  for (long long row = static_cast<long long>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kRowThreads;
+       row < rows; row += step, parity ^= 1) {
+    const T* __restrict__ xr = x + row * cols;
+    T* __restrict__ yr = y + row * cols;
+    float v[kElems];
+    if constexpr (kCached) {
+      load_chunk<T, kRowThreads, kElems, kBytes>(xr, cols, 0, t, v);
+      float m = lowest();
+#pragma unroll
+      for (int j = 0; j < kElems; ++j) m = fmaxf(m, v[j]);
+      float s = 0.f;
+#pragma unroll
+      for (int j = 0; j < kElems; ++j) {
+        v[j] = exp_diff(v[j], m);
+        s += v[j];
+      }
+      // The registers hold e^(x - m) for this thread's own m; one factor per thread rescales
+      // them to e^(x - M) / S.
+      float row_m = m, row_s = s;
+      row_merge<kRowThreads, kBlock>(row_m, row_s, scratch, parity);
+      const float scale = exp_diff(m, row_m) / row_s;
+#pragma unroll
+      for (int j = 0; j < kElems; ++j) v[j] *= scale;
+      store_chunk<T, kRowThreads, kElems, kBytes>(yr, cols, 0, t, v);
+    } else {
+      float m = lowest();
+      float s = 0.f;
+      // Memory-level parallelism comes from kElems; unrolling the chunks as well would only
+      // multiply the registers.
+#pragma unroll 1
+      for (int base = 0; base < cols; base += kChunk) {
+        load_chunk<T, kRowThreads, kElems, kBytes>(xr, cols, base, t, v);
+        float chunk_m = m;
+#pragma unroll
+        for (int j = 0; j < kElems; ++j) chunk_m = fmaxf(chunk_m, v[j]);
+        s *= exp_diff(m, chunk_m);
+        m = chunk_m;
+#pragma unroll
+        for (int j = 0; j < kElems; ++j) s += exp_diff(v[j], m);
+      }
+      row_merge<kRowThreads, kBlock>(m, s, scratch, parity);
+      const float inverse = 1.f / s;
+#pragma unroll 1
+      for (int base = 0; base < cols; base += kChunk) {
+        load_chunk<T, kRowThreads, kElems, kBytes>(xr, cols, base, t, v);
+#pragma unroll
+        for (int j = 0; j < kElems; ++j) v[j] = exp_diff(v[j], m) * inverse;
+        store_chunk<T, kRowThreads, kElems, kBytes>(yr, cols, base, t, v);
+      }
+    }
+  }
+}
+
+// The rare path of offset pointers, kept small and out of line: streaming works at any row
+// length, and inlined beside the main path it sets the register allocation of the whole kernel
+// (measured with ptxas 13.0: spills at 48 registers, or twice the main path's registers for a
+// full copy of it).
+template <typename T, int kRowThreads, int kBlock>
+__device__ __noinline__ void softmax_rows_unaligned(const T* __restrict__ x, T* __restrict__ y, long long rows,
+                                                    int cols, float2 (*scratch)[kBlock / 32]) {
+  softmax_rows<T, kRowThreads, kBlock, 4, static_cast<int>(sizeof(T)), false>(x, y, rows, cols, scratch);
+}
+
+}  // namespace softmax_detail
+
+// T is float or __nv_bfloat16. kRowThreads is 32 (a warp per row) or kBlock (a block per row).
+// kElems: elements per thread per pass (see above). kVecBytes: bytes per access, at least
+// sizeof(T) and at most kElems * sizeof(T); where cols * sizeof(T) or either pointer is not a
+// multiple of it, the kernel falls back to streaming single-element accesses (correct, slower).
+// Always: cols + kRowThreads * kElems < 2^31. The grid strides over rows, so any grid works.
+template <typename T, int kRowThreads, int kBlock, int kElems, int kVecBytes, bool kCached>
+__global__ void __launch_bounds__(kBlock)
+    softmax(const T* __restrict__ x, T* __restrict__ y, long long rows, int cols) {
+  using namespace softmax_detail;
+  static_assert(IsSame<T, float>::kValue || IsSame<T, __nv_bfloat16>::kValue,
+                "softmax: T must be float or __nv_bfloat16");
+  static_assert(kBlock >= 32 && kBlock <= 1024 && kBlock % 32 == 0,
+                "softmax: kBlock must be a multiple of 32 in [32, 1024]");
+  static_assert(kRowThreads == 32 || kRowThreads == kBlock, "softmax: kRowThreads must be 32 or kBlock");
+  static_assert(kVecBytes == 2 || kVecBytes == 4 || kVecBytes == 8 || kVecBytes == 16,
+                "softmax: kVecBytes must be 2, 4, 8 or 16");
+  static_assert(kVecBytes >= static_cast<int>(sizeof(T)), "softmax: kVecBytes below one element");
+  static_assert(kElems >= 1 && kElems * static_cast<int>(sizeof(T)) % kVecBytes == 0,
+                "softmax: kElems must be whole accesses of kVecBytes");
+
+  // Only the block-per-row reduction uses it; two arrays, alternating by row (see block_merge).
+  __shared__ float2 scratch[kRowThreads == 32 ? 1 : 2][kBlock / 32];
+  constexpr int kBytes = static_cast<int>(sizeof(T));
+  if constexpr (kVecBytes == kBytes) {
+    softmax_rows<T, kRowThreads, kBlock, kElems, kBytes, kCached>(x, y, rows, cols, scratch);
+  } else {
+    // Same answer in every thread, so the branch never diverges.
+    const unsigned long long misaligned =
+        (reinterpret_cast<unsigned long long>(x) | reinterpret_cast<unsigned long long>(y) |
+         static_cast<unsigned long long>(cols) * kBytes) &
+        (kVecBytes - 1);
+    if (misaligned == 0) {
+      softmax_rows<T, kRowThreads, kBlock, kElems, kVecBytes, kCached>(x, y, rows, cols, scratch);
+    } else {
+      softmax_rows_unaligned<T, kRowThreads, kBlock>(x, y, rows, cols, scratch);
+    }
+  }
+}
+
+}  // namespace gmjit
