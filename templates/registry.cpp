@@ -108,11 +108,16 @@ std::string template_hash(const std::string& name) {
 
 const DtypeInfo& dtype_info(const std::string& name) {
   static const std::vector<DtypeInfo> known = {
-      {"fp32", "float", 4}, {"fp16", "__half", 2}, {"bf16", "__nv_bfloat16", 2}};
+      {"fp32", "float", 4},         {"fp16", "__half", 2},       {"bf16", "__nv_bfloat16", 2},
+      {"u8", "unsigned char", 1, true}, {"u32", "unsigned int", 4, true}};
   for (const auto& info : known) {
     if (info.name == name) return info;
   }
-  throw Error(ErrorKind::usage, 0, "unknown dtype '" + name + "' (fp32, fp16, bf16)");
+  throw Error(ErrorKind::usage, 0, "unknown dtype '" + name + "' (fp32, fp16, bf16, u8, u32)");
+}
+
+const DtypeInfo& tensor_dtype(const TensorArg& tensor, const DtypeInfo& problem_dtype) {
+  return tensor.dtype.empty() ? problem_dtype : dtype_info(tensor.dtype);
 }
 
 namespace {

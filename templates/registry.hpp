@@ -39,9 +39,10 @@ struct ParamDomain {
 };
 
 struct DtypeInfo {
-  std::string name;      // fp32, fp16, bf16
-  std::string cpp_type;  // float, __half, __nv_bfloat16
+  std::string name;      // fp32, fp16, bf16, u8, u32
+  std::string cpp_type;  // float, __half, __nv_bfloat16, unsigned char, unsigned int
   int bytes;
+  bool integer = false;  // u8, u32: values are whole numbers and compare exactly
 };
 // Throws Error(usage) for an unknown dtype name.
 const DtypeInfo& dtype_info(const std::string& name);
@@ -51,7 +52,21 @@ struct TensorArg {
   std::string name;
   std::int64_t elements;
   bool output;
+  // Empty: the problem's dtype (a histogram's counts are u32 whatever its input is).
+  std::string dtype = {};
+  // Scratch state the kernel keeps between launches (block partials, look-back flags, a
+  // completion counter): the caller zeroes it once before the first launch, and every launch
+  // leaves it as the next one needs it, so no launch pays for a memset. Neither input nor output.
+  bool workspace = false;
 };
+// The dtype of `tensor` in a problem of dtype `problem_dtype`.
+const DtypeInfo& tensor_dtype(const TensorArg& tensor, const DtypeInfo& problem_dtype);
+
+// A value for element `i` of input tensor `input`, from 64 random bits of that element and 64
+// random bits drawn once for the tensor; converted to the tensor's dtype (rounded to nearest for
+// floats, truncated for integers).
+using InputValue = std::function<double(const Shape& shape, std::size_t input, std::uint64_t tensor_bits,
+                                        std::uint64_t element_bits)>;
 
 // What one launch of a configuration costs, for the tuner's analytic model: DRAM bytes moved,
 // flops, how close to peak its inner loop can run, and its per-block footprint.
@@ -98,9 +113,13 @@ struct KernelDescriptor {
   // Optional: the analytic model's input. Without it the model assumes every tensor is moved
   // once and ranks by occupancy and waves alone.
   std::function<Work(const Config&, const Shape&, const DtypeInfo&)> work;
-  // A reference computed on the host from a user's C++ function; it lives only in the process
-  // that registered the kernel, so a worker process cannot have it.
+  // A reference computed on the host: a user's C++ function, which lives only in the process
+  // that registered the kernel (so the tuner computes it there and ships it to the worker), or a
+  // built-in's (every process has it, so the worker computes it itself).
   HostReference host_reference;
+  // Optional: the distribution of the inputs. Without it every input element is uniform in
+  // +-[1/16, 1), never zero.
+  InputValue input_value;
 
   // A kernel registered from a manifest keeps both texts (built-ins leave them empty), so the
   // tuner can register the same kernel in its worker processes.

@@ -87,23 +87,47 @@ std::uint64_t splitmix64(std::uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// Uniform magnitude in [1/16, 1) with a random sign, never zero, so a kernel that skips an
-// input cannot match. Element i depends only on (seed, tensor, i): counter-based, so filling
-// hundreds of MB costs a few ns per element and any process reproduces it.
-std::vector<unsigned char> random_bytes(const templates::DtypeInfo& dtype, std::int64_t elements, std::uint64_t seed,
-                                        std::uint64_t tensor) {
+// Stores `value` as element i of a host buffer of `dtype`.
+void store(const templates::DtypeInfo& dtype, unsigned char* bytes, std::int64_t i, double value) {
+  if (dtype.integer) {
+    const double whole = std::clamp(std::floor(value), 0.0, dtype.bytes == 1 ? 255.0 : 4294967295.0);
+    if (dtype.bytes == 1) {
+      bytes[i] = static_cast<unsigned char>(whole);
+    } else {
+      const auto word = static_cast<std::uint32_t>(whole);
+      std::memcpy(bytes + i * 4, &word, 4);
+    }
+    return;
+  }
+  const auto narrow = static_cast<float>(value);
+  if (dtype.bytes == 4) {
+    std::memcpy(bytes + i * 4, &narrow, 4);
+  } else {
+    const std::uint16_t half = dtype.name == "bf16" ? float_to_bf16(narrow) : float_to_half(narrow);
+    std::memcpy(bytes + i * 2, &half, 2);
+  }
+}
+
+// Input tensor `input`, element by element from (seed, input, i) alone: counter-based, so
+// filling hundreds of MB costs a few ns per element and any process reproduces it. Without the
+// kernel's own distribution: uniform magnitude in [1/16, 1) with a random sign, never zero, so
+// a kernel that skips an input cannot match.
+std::vector<unsigned char> random_bytes(const templates::KernelDescriptor& kernel, const Shape& shape,
+                                        const templates::DtypeInfo& dtype, std::int64_t elements, std::uint64_t seed,
+                                        std::size_t input) {
   std::vector<unsigned char> bytes(static_cast<std::size_t>(elements) * dtype.bytes);
-  const std::uint64_t stream = splitmix64(seed ^ splitmix64(tensor + 1));
+  const std::uint64_t stream = splitmix64(seed ^ splitmix64(input + 1));
+  const std::uint64_t tensor_bits = splitmix64(stream ^ 0x5bd1e995u);
   for (std::int64_t i = 0; i < elements; ++i) {
     const std::uint64_t bits = splitmix64(stream + static_cast<std::uint64_t>(i));
-    const float magnitude = 0.0625f + 0.9375f * static_cast<float>(bits >> 40) * (1.0f / 16777216.0f);
-    const float value = (bits & 1u) ? -magnitude : magnitude;
-    if (dtype.bytes == 4) {
-      std::memcpy(&bytes[i * 4], &value, 4);
+    double value = 0;
+    if (kernel.input_value) {
+      value = kernel.input_value(shape, input, tensor_bits, bits);
     } else {
-      const std::uint16_t narrow = dtype.name == "bf16" ? float_to_bf16(value) : float_to_half(value);
-      std::memcpy(&bytes[i * 2], &narrow, 2);
+      const double magnitude = 0.0625 + 0.9375 * static_cast<double>(bits >> 40) * (1.0 / 16777216.0);
+      value = (bits & 1u) ? -magnitude : magnitude;
     }
+    store(dtype, bytes.data(), i, value);
   }
   return bytes;
 }
@@ -111,6 +135,12 @@ std::vector<unsigned char> random_bytes(const templates::DtypeInfo& dtype, std::
 }  // namespace
 
 double element(const templates::DtypeInfo& dtype, const unsigned char* bytes, std::int64_t i) {
+  if (dtype.integer) {
+    if (dtype.bytes == 1) return bytes[i];
+    std::uint32_t word = 0;
+    std::memcpy(&word, bytes + i * 4, 4);
+    return word;
+  }
   if (dtype.bytes == 4) {
     float value = 0;
     std::memcpy(&value, bytes + i * 4, 4);
@@ -125,9 +155,24 @@ std::vector<std::vector<unsigned char>> random_inputs(const templates::KernelDes
                                                       const templates::DtypeInfo& dtype, std::uint64_t seed) {
   std::vector<std::vector<unsigned char>> inputs;
   for (const auto& arg : kernel.tensors(shape)) {
-    if (!arg.output) inputs.push_back(random_bytes(dtype, arg.elements, seed, inputs.size()));
+    if (arg.output || arg.workspace) continue;
+    inputs.push_back(random_bytes(kernel, shape, templates::tensor_dtype(arg, dtype), arg.elements, seed, inputs.size()));
   }
   return inputs;
+}
+
+std::vector<std::vector<double>> widen_inputs(const templates::KernelDescriptor& kernel, const Shape& shape,
+                                              const templates::DtypeInfo& dtype,
+                                              const std::vector<std::vector<unsigned char>>& inputs) {
+  std::vector<std::vector<double>> values;
+  for (const auto& arg : kernel.tensors(shape)) {
+    if (arg.output || arg.workspace) continue;
+    const auto& type = templates::tensor_dtype(arg, dtype);
+    const auto& bytes = inputs.at(values.size());
+    std::vector<double>& widened = values.emplace_back(bytes.size() / type.bytes);
+    for (std::size_t i = 0; i < widened.size(); ++i) widened[i] = element(type, bytes.data(), static_cast<std::int64_t>(i));
+  }
+  return values;
 }
 
 Timing summarize(std::vector<double> samples) {
@@ -158,9 +203,13 @@ Harness::Harness(const templates::KernelDescriptor& kernel, const Shape& shape, 
   const auto inputs = random_inputs(kernel, shape, dtype_, seed);
   std::size_t next_input = 0;
   for (const auto& arg : kernel.tensors(shape)) {
-    const std::size_t bytes = static_cast<std::size_t>(arg.elements) * dtype_.bytes;
-    Tensor tensor{arg, detail::DeviceBuffer(bytes + (arg.output ? kGuardBytes : 0))};
-    if (!arg.output) {
+    const auto& type = templates::tensor_dtype(arg, dtype_);
+    const std::size_t bytes = static_cast<std::size_t>(arg.elements) * type.bytes;
+    const bool guarded = arg.output || arg.workspace;
+    Tensor tensor{arg, &type, detail::DeviceBuffer(bytes + (guarded ? kGuardBytes : 0))};
+    if (arg.workspace) {
+      has_workspace_ = true;
+    } else if (!arg.output) {
       const auto& host = inputs.at(next_input++);
       tensor.buffer.upload(host.data(), host.size());
     }
@@ -168,19 +217,26 @@ Harness::Harness(const templates::KernelDescriptor& kernel, const Shape& shape, 
   }
   // Twice the L2 so that a memset over it evicts every line of the previous run's data.
   flush_ = detail::DeviceBuffer(static_cast<std::size_t>(std::max<long long>(device.l2_bytes, 1 << 20)) * 2);
-  // Outputs are compared on the device, against references that stay there.
-  codegen::GeneratedSource compare;
-  compare.kernel = "verify";
-  compare.dtype = dtype_.name;
-  compare.header = "gmjit/verify.cuh";
-  compare.name_expression = fmt::format("gmjit::verify::compare<{}>", dtype_.cpp_type);
-  compare.file_name = "verify_" + dtype_.name + ".cu";
-  compare.source = "#include \"gmjit/verify.cuh\"\n";
-  const auto compare_compiled = codegen::shared_compiler().compile(compare, device.arch).module;
-  compare_module_ = std::make_unique<detail::Module>(compare_compiled->cubin);
-  compare_kernel_ = std::make_unique<detail::Kernel>(compare_module_->kernel(compare_compiled->lowered_name));
+  // Outputs are compared on the device, against references that stay there: one compare kernel
+  // per output dtype.
+  for (const auto& tensor : tensors_) {
+    if (!tensor.arg.output || compare_kernels_.count(tensor.dtype->name)) continue;
+    codegen::GeneratedSource compare;
+    compare.kernel = "verify";
+    compare.dtype = tensor.dtype->name;
+    compare.header = "gmjit/verify.cuh";
+    compare.name_expression = fmt::format("gmjit::verify::compare<{}>", tensor.dtype->cpp_type);
+    compare.file_name = "verify_" + tensor.dtype->name + ".cu";
+    compare.source = "#include \"gmjit/verify.cuh\"\n";
+    const auto compiled = codegen::shared_compiler().compile(compare, device.arch).module;
+    Compare& entry = compare_kernels_[tensor.dtype->name];
+    entry.module = std::make_unique<detail::Module>(compiled->cubin);
+    entry.kernel = std::make_unique<detail::Kernel>(entry.module->kernel(compiled->lowered_name));
+  }
   sums_ = detail::DeviceBuffer(3 * sizeof(double));
 
+  // A built-in's host reference runs here, in the process that verifies.
+  if (!expected && kernel.host_reference) expected = kernel.host_reference(widen_inputs(kernel, shape, dtype_, inputs), shape);
   if (expected) {
     for (const auto& values : *expected) {
       detail::DeviceBuffer buffer(values.size() * sizeof(double));
@@ -221,8 +277,16 @@ void Harness::poison_outputs() {
 }
 
 double Harness::verify(detail::Kernel& kernel, const LaunchGeometry& geometry) {
-  poison_outputs();
   detail::KernelArgs args = arguments();
+  if (has_workspace_) {
+    // A workspace is zeroed once, as a caller does, and the launch checked is the second: a
+    // kernel that leaves its workspace in a state the next launch misreads fails here.
+    for (auto& tensor : tensors_) {
+      if (tensor.arg.workspace) tensor.buffer.fill_bytes(0, stream_.get());
+    }
+    detail::launch(kernel, geometry, args, stream_.get());
+  }
+  poison_outputs();
   start_.record(stream_.get());
   detail::launch(kernel, geometry, args, stream_.get());
   stop_.record(stream_.get());
@@ -231,13 +295,15 @@ double Harness::verify(detail::Kernel& kernel, const LaunchGeometry& geometry) {
   std::size_t output_index = 0;
   double worst = 0;
   for (const auto& tensor : tensors_) {
-    if (!tensor.arg.output) continue;
-    const std::size_t bytes = static_cast<std::size_t>(tensor.arg.elements) * dtype_.bytes;
+    if (!tensor.arg.output && !tensor.arg.workspace) continue;
+    const std::size_t bytes = static_cast<std::size_t>(tensor.arg.elements) * tensor.dtype->bytes;
     unsigned char guard[kGuardBytes];
     tensor.buffer.download(guard, kGuardBytes, bytes);
-    if (std::any_of(std::begin(guard), std::end(guard), [](unsigned char b) { return b != 0xFF; })) {
+    const unsigned char untouched = tensor.arg.output ? 0xFF : 0x00;
+    if (std::any_of(std::begin(guard), std::end(guard), [&](unsigned char b) { return b != untouched; })) {
       return std::numeric_limits<double>::infinity();
     }
+    if (!tensor.arg.output) continue;
     sums_.fill_bytes(0, stream_.get());
     detail::KernelArgs compare_args;
     compare_args.add(tensor.buffer.get())
@@ -247,7 +313,7 @@ double Harness::verify(detail::Kernel& kernel, const LaunchGeometry& geometry) {
     LaunchGeometry g;
     g.block[0] = 256;
     g.grid[0] = static_cast<unsigned>(std::clamp<std::int64_t>(ceil_div_blocks(tensor.arg.elements, 256), 1, 4096));
-    detail::launch(*compare_kernel_, g, compare_args, stream_.get());
+    detail::launch(*compare_kernels_.at(tensor.dtype->name).kernel, g, compare_args, stream_.get());
     stream_.synchronize();
     double sums[3] = {0, 0, 0};
     sums_.download(sums, sizeof(sums));

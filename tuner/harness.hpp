@@ -4,6 +4,7 @@
 // the L2 flushed before every timed launch.
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -83,7 +84,12 @@ class Harness {
  private:
   struct Tensor {
     templates::TensorArg arg;
+    const templates::DtypeInfo* dtype;
     detail::DeviceBuffer buffer;
+  };
+  struct Compare {
+    std::unique_ptr<detail::Module> module;
+    std::unique_ptr<detail::Kernel> kernel;
   };
   detail::KernelArgs arguments(CUdeviceptr reference_output = 0) const;
   void poison_outputs();
@@ -96,8 +102,8 @@ class Harness {
   detail::Stream stream_;
   std::vector<Tensor> tensors_;
   std::vector<detail::DeviceBuffer> reference_;  // float64, per output tensor
-  std::unique_ptr<detail::Module> compare_module_;
-  std::unique_ptr<detail::Kernel> compare_kernel_;
+  std::map<std::string, Compare> compare_kernels_;  // by output dtype
+  bool has_workspace_ = false;
   detail::DeviceBuffer sums_;
   detail::DeviceBuffer flush_;
   detail::Event start_, stop_;
@@ -109,6 +115,10 @@ class Harness {
 // The inputs a Harness with this seed uploads, host-side: one byte vector per input tensor.
 std::vector<std::vector<unsigned char>> random_inputs(const templates::KernelDescriptor& kernel, const Shape& shape,
                                                       const templates::DtypeInfo& dtype, std::uint64_t seed);
+// Those inputs widened to double, each in its tensor's dtype: what a host reference takes.
+std::vector<std::vector<double>> widen_inputs(const templates::KernelDescriptor& kernel, const Shape& shape,
+                                              const templates::DtypeInfo& dtype,
+                                              const std::vector<std::vector<unsigned char>>& inputs);
 // Element i of a host buffer of `dtype`, widened to double.
 double element(const templates::DtypeInfo& dtype, const unsigned char* bytes, std::int64_t i);
 

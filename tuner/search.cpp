@@ -40,7 +40,9 @@ double estimate_ms(const templates::KernelDescriptor& kernel, const Config& conf
   if (kernel.work) {
     work = kernel.work(config, shape, dtype);
   } else {
-    for (const auto& t : kernel.tensors(shape)) work.bytes += static_cast<double>(t.elements) * dtype.bytes;
+    for (const auto& t : kernel.tensors(shape)) {
+      if (!t.workspace) work.bytes += static_cast<double>(t.elements) * templates::tensor_dtype(t, dtype).bytes;
+    }
   }
   const double threads = static_cast<double>(g.threads_per_block());
   const int warps_per_block = static_cast<int>(std::ceil(threads / 32));

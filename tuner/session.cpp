@@ -284,15 +284,10 @@ TuneReport Session::tune(const Problem& request, const TuneOptions& options) {
   if (!kernel.manifest_json.empty()) {
     problem_frame.header["user_kernel"] = {{"manifest", kernel.manifest_json}, {"source", kernel.header_source}};
   }
-  // A host reference runs here, on the inputs the worker will generate from the same seed.
-  if (kernel.host_reference) {
-    std::vector<std::vector<double>> inputs;
-    for (const auto& bytes : random_inputs(kernel, problem.shape, dtype, options.seed)) {
-      std::vector<double>& values = inputs.emplace_back(bytes.size() / dtype.bytes);
-      for (std::size_t i = 0; i < values.size(); ++i) {
-        values[i] = element(dtype, bytes.data(), static_cast<std::int64_t>(i));
-      }
-    }
+  // A user's host reference exists in this process only: it runs here, on the inputs the worker
+  // will generate from the same seed. A built-in's runs in the worker.
+  if (kernel.host_reference && templates::is_user_kernel(kernel.name)) {
+    const auto inputs = widen_inputs(kernel, problem.shape, dtype, random_inputs(kernel, problem.shape, dtype, options.seed));
     const auto outputs = kernel.host_reference(inputs, problem.shape);
     for (const auto& output : outputs) {
       problem_frame.header["expected_elements"].push_back(output.size());

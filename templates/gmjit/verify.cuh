@@ -11,6 +11,8 @@ namespace verify {
 __device__ inline double widen(float x) { return static_cast<double>(x); }
 __device__ inline double widen(__half x) { return static_cast<double>(__half2float(x)); }
 __device__ inline double widen(__nv_bfloat16 x) { return static_cast<double>(__bfloat162float(x)); }
+__device__ inline double widen(unsigned char x) { return static_cast<double>(x); }
+__device__ inline double widen(unsigned int x) { return static_cast<double>(x); }
 
 __device__ inline double warp_sum(double value) {
   for (int offset = 16; offset > 0; offset >>= 1) value += __shfl_down_sync(0xffffffffu, value, offset);
