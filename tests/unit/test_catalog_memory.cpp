@@ -1,4 +1,4 @@
-// The memory-bound catalog kernels' descriptors (grayscale, transpose), without NVRTC or a GPU:
+// The memory-bound catalog kernels' descriptors (grayscale, transpose, prefix_sum), without NVRTC or a GPU:
 // their search spaces, the rules that prune them, and launch geometry at the sizes that break
 // naive index math.
 #include <gtest/gtest.h>
@@ -203,6 +203,31 @@ TEST(Transpose, TensorsScalarsAndWork) {
   EXPECT_DOUBLE_EQ(w.bytes, 2.0 * 4 * 8192 * 8192);
   EXPECT_EQ(w.flops, 0);
   EXPECT_EQ(w.shared_bytes, 64 * 65 * 4);
+}
+
+TEST(PrefixSum, ConfigsTilesAndWorkspace) {
+  const auto& k = find_kernel("prefix_sum");
+  // 3 blocks x 3 items, less 512 x 32 whose staged tile would not fit 48 KB.
+  EXPECT_EQ(valid_configs(k, {{"n", 1}}).size(), 8u);
+  EXPECT_NE(k.violation({{"block", 512}, {"items", 32}}, {{"n", 1}}).find("16384"), std::string::npos);
+  // One tile per block, the last one partial.
+  EXPECT_EQ(k.geometry({{"block", 128}, {"items", 8}}, {{"n", 1025}}, fp32()).grid[0], 2u);
+  EXPECT_EQ(k.geometry({{"block", 512}, {"items", 16}}, {{"n", 1LL << 28}}, fp32()).grid[0], 32768u);
+  // The workspace is sized for the smallest tile, so every configuration shares it.
+  const auto tensors = k.tensors({{"n", 1025}});
+  ASSERT_EQ(tensors.size(), 3u);
+  EXPECT_TRUE(tensors[2].workspace);
+  EXPECT_EQ(tensors[2].dtype, "u32");
+  EXPECT_EQ(tensors[2].elements, prefix_sum_workspace_words(1025));
+  EXPECT_EQ(prefix_sum_workspace_words(1025), 2 + 2 + 1 + 8);
+}
+
+TEST(PrefixSum, HostReferenceIsAnInclusiveScan) {
+  const auto& k = find_kernel("prefix_sum");
+  ASSERT_TRUE(k.host_reference);
+  const auto scan = k.host_reference({{1.0, -2.5, 4.0, 0.25}}, {{"n", 4}});
+  ASSERT_EQ(scan.size(), 1u);
+  EXPECT_EQ(scan[0], (std::vector<double>{1.0, -1.5, 2.5, 2.75}));
 }
 
 }  // namespace
