@@ -162,5 +162,7 @@ KernelDescriptor sgemm_descriptor();
 KernelDescriptor grayscale_descriptor();
 KernelDescriptor transpose_descriptor();
 KernelDescriptor softmax_descriptor();
+KernelDescriptor vector_sum_descriptor();
+KernelDescriptor histogram_descriptor();
 
 }  // namespace gmjit::templates
