@@ -162,6 +162,8 @@ KernelDescriptor sgemm_descriptor();
 KernelDescriptor grayscale_descriptor();
 KernelDescriptor transpose_descriptor();
 KernelDescriptor softmax_descriptor();
+KernelDescriptor vector_sum_descriptor();
+KernelDescriptor histogram_descriptor();
 KernelDescriptor prefix_sum_descriptor();
 // Words of prefix_sum's workspace for n elements, the same for every configuration.
 std::int64_t prefix_sum_workspace_words(std::int64_t n);

@@ -114,7 +114,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(Reference, EveryReferenceKernelCompiles) {
   for (const auto& kernel : templates::catalog()) {
-    if (!kernel.reference_expression) continue;  // verified against a host reference
+    if (!kernel.reference_expression) continue;  // verified against its host_reference instead
     for (const auto& dtype : kernel.dtypes) {
       Shape shape;
       std::int64_t size = 3;

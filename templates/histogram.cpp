@@ -1,0 +1,113 @@
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "templates/registry.hpp"
+
+namespace gmjit::templates {
+namespace {
+
+// 256 accumulator words, the completion counter, padding to 16 bytes.
+constexpr std::int64_t kWorkspaceWords = 256 + 4;
+const std::vector<std::int64_t> kBlocks = {132, 264, 528, 1056};
+
+// Block steps (kBlock * kUnroll 16-byte vectors each) that cover x.
+std::int64_t block_steps(const Config& c, const Shape& s) {
+  return std::max<std::int64_t>(1, ceil_div(ceil_div(s.at("n"), 16), c.at("block") * c.at("unroll")));
+}
+
+std::int64_t grid_size(const Config& c, const Shape& s) { return std::min(c.at("blocks"), block_steps(c, s)); }
+
+}  // namespace
+
+KernelDescriptor histogram_descriptor() {
+  KernelDescriptor d;
+  d.name = "histogram";
+  d.summary = "counts[b] = number of bytes of x equal to b (u8 in, 256 u32 counts out, exact): striped "
+              "shared-memory histograms per block, folded into global atomics; fast also when most bytes share "
+              "one value. Takes a workspace that the caller zeroes once before the first launch and then reuses "
+              "for every launch, as a cuBLAS workspace";
+  d.header = "gmjit/histogram.cuh";
+  // contention: the percentage of bytes forced to one value (above 100 reads as 100), which only
+  // the input distribution reads; the kernel serves any input.
+  d.problem_keys = {"n", "contention"};
+  d.dtypes = {"u8"};
+  d.params = {
+      {"block", {256, 512, 1024}, "threads per block"},
+      {"stripes", {1, 8, 32},
+       "copies of each bin per block, lane l counting into copy l % stripes: 32 has no bank conflicts and no "
+       "same-address collisions at any input (32 KiB of shared memory per block), 1 is 1 KiB but serializes "
+       "on repeated values"},
+      {"unroll", {1, 2, 4}, "16-byte loads each thread issues before it counts (memory-level parallelism)"},
+      {"blocks", kBlocks, "grid size (132 SMs on an H200), capped where x runs out"},
+  };
+  d.default_config = {{"block", 1024}, {"stripes", 32}, {"unroll", 2}, {"blocks", 132}};
+  d.constraints_doc = "n < 2^32 (u32 counts); blocks above 132 only where x has "
+                      "more block steps (block * unroll * 16 bytes each) than the next smaller blocks value, since a "
+                      "grid capped to the data would repeat that configuration";
+  d.violation = [](const Config& c, const Shape& s) -> std::string {
+    if (s.at("n") >= (std::int64_t{1} << 32)) {
+      return fmt::format("n={} could overflow a u32 count (n < 2^32)", s.at("n"));
+    }
+    const auto smaller = std::find(kBlocks.begin(), kBlocks.end(), c.at("blocks"));
+    if (smaller == kBlocks.begin() || smaller == kBlocks.end()) return {};
+    const std::int64_t steps = block_steps(c, s);
+    if (steps <= *(smaller - 1)) {
+      // The one blocks value kept for this grid: the smallest that is not capped below itself.
+      const std::int64_t kept = *std::lower_bound(kBlocks.begin(), smaller, steps);
+      return fmt::format("blocks={} launches only {} blocks at n={} (block={} x unroll={} x 16 bytes per block "
+                         "step), as blocks={} does",
+                         c.at("blocks"), steps, s.at("n"), c.at("block"), c.at("unroll"), kept);
+    }
+    return {};
+  };
+  d.name_expression = [](const Config& c, const Shape&, const DtypeInfo&) {
+    return fmt::format("gmjit::histogram<{}, {}, {}>", c.at("block"), c.at("stripes"), c.at("unroll"));
+  };
+  d.geometry = [](const Config& c, const Shape& s, const DtypeInfo&) {
+    LaunchGeometry g;
+    g.grid[0] = static_cast<unsigned>(grid_size(c, s));
+    g.block[0] = static_cast<unsigned>(c.at("block"));
+    return g;
+  };
+  d.tensors = [](const Shape& s) {
+    return std::vector<TensorArg>{{"x", s.at("n"), false, "u8"},
+                                  {"counts", 256, true, "u32"},
+                                  {"workspace", kWorkspaceWords, false, "u32", true}};
+  };
+  d.add_scalars = [](detail::KernelArgs& args, const Shape& s) { args.add(static_cast<long long>(s.at("n"))); };
+  // GPU MODE's histogram data: with probability contention% a byte is the tensor's hot value,
+  // otherwise uniform in 0..255. The hot decision takes the high 32 bits, the byte the low 8.
+  d.input_value = [](const Shape& s, std::size_t, std::uint64_t tensor_bits, std::uint64_t element_bits) {
+    const double u = static_cast<double>(element_bits >> 32) / 4294967296.0;
+    if (u * 100.0 < static_cast<double>(s.at("contention"))) return static_cast<double>(tensor_bits & 0xffu);
+    return static_cast<double>(element_bits & 0xffu);
+  };
+  d.host_reference = [](const std::vector<std::vector<double>>& inputs, const Shape&) {
+    std::vector<double> counts(256, 0.0);
+    for (const double v : inputs.at(0)) counts[static_cast<std::size_t>(v)] += 1.0;
+    return std::vector<std::vector<double>>{counts};
+  };
+  d.work = [](const Config& c, const Shape& s, const DtypeInfo&) {
+    const double n = static_cast<double>(s.at("n"));
+    const double stripes = static_cast<double>(c.at("stripes"));
+    Work w;
+    w.bytes = n + 256.0 * 4;
+    // One shared atomic per byte. Assumed: 16 conflict-free lanes per SM per clock, a sixteenth of
+    // the FMA lanes' 2 flops each; lanes on one address serialize, and of a warp's 32 lanes about
+    // 32 * contention% share the hot value, spread over `stripes` addresses.
+    const double hot_lanes = 32.0 * static_cast<double>(std::min<std::int64_t>(s.at("contention"), 100)) / 100.0;
+    const double serialized = std::max(1.0, hot_lanes / stripes);
+    w.flops = n;
+    w.compute_efficiency = 1.0 / (16.0 * serialized);
+    w.shared_bytes = 256 * 4 * c.at("stripes");
+    w.registers = static_cast<int>(24 + 4 * c.at("unroll"));
+    return w;
+  };
+  // Counts are whole numbers: anything but an exact match is wrong.
+  d.tolerance = [](const DtypeInfo&, const Shape&) { return 0.0; };
+  return d;
+}
+
+}  // namespace gmjit::templates
