@@ -129,7 +129,8 @@ CatalogStore& catalog_store() {
   static std::once_flag filled;
   std::call_once(filled, [] {
     store.snapshots.push_back({vector_add_descriptor(), sgemm_descriptor(), grayscale_descriptor(),
-                               transpose_descriptor(), softmax_descriptor()});
+                               transpose_descriptor(), softmax_descriptor(), rmsnorm_descriptor(),
+                               layernorm_descriptor()});
   });
   return store;
 }

@@ -143,5 +143,7 @@ KernelDescriptor sgemm_descriptor();
 KernelDescriptor grayscale_descriptor();
 KernelDescriptor transpose_descriptor();
 KernelDescriptor softmax_descriptor();
+KernelDescriptor rmsnorm_descriptor();
+KernelDescriptor layernorm_descriptor();
 
 }  // namespace gmjit::templates
