@@ -55,6 +55,24 @@ struct Elem<__nv_bfloat16> {
   }
 };
 
+// One access of kBytes >= 4 at p (aligned to kBytes) as raw 32-bit words.
+template <int kBytes, typename T>
+__device__ __forceinline__ void load_words(const T* __restrict__ p, unsigned* w) {
+  if constexpr (kBytes == 4) {
+    w[0] = __ldg(reinterpret_cast<const unsigned*>(p));
+  } else if constexpr (kBytes == 8) {
+    const uint2 r = __ldg(reinterpret_cast<const uint2*>(p));
+    w[0] = r.x;
+    w[1] = r.y;
+  } else {
+    const uint4 r = __ldg(reinterpret_cast<const uint4*>(p));
+    w[0] = r.x;
+    w[1] = r.y;
+    w[2] = r.z;
+    w[3] = r.w;
+  }
+}
+
 // One access of kBytes at p (aligned to kBytes) into kBytes / sizeof(T) floats.
 template <typename T, int kBytes>
 __device__ __forceinline__ void load_access(const T* __restrict__ p, float* out) {
@@ -63,19 +81,7 @@ __device__ __forceinline__ void load_access(const T* __restrict__ p, float* out)
     out[0] = __uint_as_float(static_cast<unsigned>(bits) << 16);
   } else {
     unsigned w[kBytes / 4];
-    if constexpr (kBytes == 4) {
-      w[0] = __ldg(reinterpret_cast<const unsigned*>(p));
-    } else if constexpr (kBytes == 8) {
-      const uint2 r = __ldg(reinterpret_cast<const uint2*>(p));
-      w[0] = r.x;
-      w[1] = r.y;
-    } else {
-      const uint4 r = __ldg(reinterpret_cast<const uint4*>(p));
-      w[0] = r.x;
-      w[1] = r.y;
-      w[2] = r.z;
-      w[3] = r.w;
-    }
+    load_words<kBytes>(p, w);
 #pragma unroll
     for (int i = 0; i < kBytes / 4; ++i) Elem<T>::unpack(w[i], out + i * Elem<T>::kPerWord);
   }
@@ -119,6 +125,25 @@ __device__ __forceinline__ void load_chunk(const T* __restrict__ row, int cols, 
     } else {
 #pragma unroll
       for (int e = 0; e < kPer; ++e) v[a * kPer + e] = 0.f;
+    }
+  }
+}
+
+// load_chunk as raw words (kBytes >= 4): bf16 stays packed, two elements a register.
+template <typename T, int kRowThreads, int kElems, int kBytes>
+__device__ __forceinline__ void load_chunk_words(const T* __restrict__ row, int cols, int t,
+                                                 unsigned (&words)[kElems * sizeof(T) / 4]) {
+  constexpr int kPer = kBytes / static_cast<int>(sizeof(T));
+  constexpr int kStride = kRowThreads * kPer;
+  const T* __restrict__ p = row + t * kPer;
+  const int left = cols - t * kPer;
+#pragma unroll
+  for (int a = 0; a < kElems / kPer; ++a) {
+    if (a * kStride < left) {
+      load_words<kBytes>(p + a * kStride, words + a * (kBytes / 4));
+    } else {
+#pragma unroll
+      for (int i = 0; i < kBytes / 4; ++i) words[a * (kBytes / 4) + i] = 0u;
     }
   }
 }
@@ -288,6 +313,39 @@ __device__ __forceinline__ void write_chunk(const float (&v)[kElems], const T* _
   }
 }
 
+// write_chunk of the first chunk with its weights (and biases) already in registers as words.
+template <bool kLayer, typename T, int kRowThreads, int kElems, int kBytes>
+__device__ __forceinline__ void write_loaded(const float (&v)[kElems], const unsigned (&weight)[kElems * sizeof(T) / 4],
+                                             const unsigned (&bias)[kElems * sizeof(T) / 4], T* __restrict__ row,
+                                             int cols, int t, float shift, float scale) {
+  constexpr int kPer = kBytes / static_cast<int>(sizeof(T));
+  constexpr int kStride = kRowThreads * kPer;
+  constexpr int kWords = kBytes / 4;
+  const int left = cols - t * kPer;
+  T* __restrict__ p = row + t * kPer;
+#pragma unroll
+  for (int a = 0; a < kElems / kPer; ++a) {
+    if (a * kStride < left) {
+      float w[kPer], b[kPer], out[kPer];
+#pragma unroll
+      for (int i = 0; i < kWords; ++i) {
+        Elem<T>::unpack(weight[a * kWords + i], w + i * Elem<T>::kPerWord);
+        if constexpr (kLayer) Elem<T>::unpack(bias[a * kWords + i], b + i * Elem<T>::kPerWord);
+      }
+#pragma unroll
+      for (int e = 0; e < kPer; ++e) {
+        const int j = a * kPer + e;
+        if constexpr (kLayer) {
+          out[e] = fmaf((v[j] - shift) * scale, w[e], b[e]);
+        } else {
+          out[e] = v[j] * scale * w[e];
+        }
+      }
+      store_access<T, kBytes>(p + a * kStride, out);
+    }
+  }
+}
+
 template <bool kLayer, typename T, int kRowThreads, int kBlock, int kElems, int kBytes, bool kCached>
 __device__ __forceinline__ void norm_rows(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
                                           T* __restrict__ y, long long rows, int cols, float eps,
@@ -307,7 +365,23 @@ __device__ __forceinline__ void norm_rows(const T* __restrict__ x, const T* __re
     float v[kElems];
     Partial p;
     float shift, scale;
-    if constexpr (kCached) {
+    if constexpr (kCached && kBytes >= 4 && kElems * sizeof(T) / 4 * (kLayer ? 2 : 1) <= 16) {
+      // Weights loaded before the row's reduction wait for memory alongside x instead of after
+      // the barrier; where they fit in 16 more registers (bf16 packed two a register).
+      constexpr int kWords = kElems * sizeof(T) / 4;
+      load_chunk<T, kRowThreads, kElems, kBytes>(xr, cols, 0, t, v);
+      unsigned weight[kWords], bias[kLayer ? kWords : 1];
+      load_chunk_words<T, kRowThreads, kElems, kBytes>(w, cols, t, weight);
+      if constexpr (kLayer) load_chunk_words<T, kRowThreads, kElems, kBytes>(b, cols, t, bias);
+      chunk_partial<T, kRowThreads, kElems, kBytes>(v, cols, 0, t, p);
+      row_merge<kRowThreads, kBlock>(p, scratch, parity);
+      finish(p, cols, eps, shift, scale);
+      if constexpr (kLayer) {
+        write_loaded<kLayer, T, kRowThreads, kElems, kBytes>(v, weight, bias, yr, cols, t, shift, scale);
+      } else {
+        write_loaded<kLayer, T, kRowThreads, kElems, kBytes>(v, weight, weight, yr, cols, t, shift, scale);
+      }
+    } else if constexpr (kCached) {
       load_chunk<T, kRowThreads, kElems, kBytes>(xr, cols, 0, t, v);
       chunk_partial<T, kRowThreads, kElems, kBytes>(v, cols, 0, t, p);
       row_merge<kRowThreads, kBlock>(p, scratch, parity);
