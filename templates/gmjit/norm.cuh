@@ -365,9 +365,10 @@ __device__ __forceinline__ void norm_rows(const T* __restrict__ x, const T* __re
     float v[kElems];
     Partial p;
     float shift, scale;
-    if constexpr (kCached && kBytes >= 4 && kElems * sizeof(T) / 4 * (kLayer ? 2 : 1) <= 16) {
+    if constexpr (kCached && kBytes >= 4 && kElems * sizeof(T) / 4 * (kLayer ? 2 : 1) <= 8) {
       // Weights loaded before the row's reduction wait for memory alongside x instead of after
-      // the barrier; where they fit in 16 more registers (bf16 packed two a register).
+      // the barrier; where they fit in 8 more registers (bf16 packed two a register): 16 made
+      // ptxas 13.0 spill 32 cached bf16 at 1024 threads (64 registers).
       constexpr int kWords = kElems * sizeof(T) / 4;
       load_chunk<T, kRowThreads, kElems, kBytes>(xr, cols, 0, t, v);
       unsigned weight[kWords], bias[kLayer ? kWords : 1];
@@ -409,11 +410,12 @@ __device__ __forceinline__ void norm_rows(const T* __restrict__ x, const T* __re
   }
 }
 
-// The rare path of single-element accesses, kept small and out of line: streaming works at any
-// row length, and inlined beside the main path it would set the register allocation of the whole
-// kernel (as measured for softmax with ptxas 13.0).
+// The rare path of single-element accesses, kept small: streaming works at any row length.
+// Unlike softmax's, it is inlined: out of line, the call made ptxas 13.0 cap the whole kernel at
+// 32 to 40 registers and spill up to 24 bytes of loop state; inlined, at most 16 (measured on
+// rmsnorm<float, 128, 128, 16, 16, false> and layernorm<bf16, 512, 512, 8, 16, true>).
 template <bool kLayer, typename T, int kRowThreads, int kBlock>
-__device__ __noinline__ void norm_rows_unaligned(const T* __restrict__ x, const T* __restrict__ w,
+__device__ __forceinline__ void norm_rows_unaligned(const T* __restrict__ x, const T* __restrict__ w,
                                                  const T* __restrict__ b, T* __restrict__ y, long long rows, int cols,
                                                  float eps, typename PartialOf<kLayer>::Type (*scratch)[kBlock / 32]) {
   norm_rows<kLayer, T, kRowThreads, kBlock, 4, static_cast<int>(sizeof(T)), false>(x, w, b, y, rows, cols, eps,

@@ -15,8 +15,11 @@ namespace gmjit {
 namespace {
 
 // A memory-bound kernel that spills moves its registers through local memory, i.e. through the
-// same DRAM and L2 it is bound by. As for softmax, a few bytes of stack are ptxas's choice at
-// under 64 registers; anything more means a thread's slice of the row went to memory. Shapes:
+// same DRAM and L2 it is bound by. As for softmax, a few bytes of stack are ptxas's choice:
+// with ptxas 13.0 streamed layernorm parks up to 40 bytes of loop state (pointers, the running
+// moments) even where 128 registers are allowed, once per row against the row's hundreds of
+// bytes per thread, so streamed configurations may spill 48 bytes and cached ones, whose slice
+// of the row is what would go, 16. Shapes:
 // the benchmark's cached blocks of 16-byte accesses (4096 and 8192 columns), odd rows (single
 // elements, every cached variant) and 4-byte (bf16) / 8-byte (fp32) rows.
 class NormCompile : public ::testing::TestWithParam<std::string> {};
@@ -51,7 +54,8 @@ TEST_P(NormCompile, NoConfigurationSpillsItsRow) {
         registers = r.registers;
         if (!r.spills_known) {
           problem = "no ptxas report";
-        } else if (r.spill_store_bytes > 16 || r.spill_load_bytes > 16 || r.stack_bytes > 16) {
+        } else if (const int limit = items[i].config.at("cached") != 0 ? 16 : 48;
+                   r.spill_store_bytes > limit || r.spill_load_bytes > limit || r.stack_bytes > limit) {
           problem = fmt::format("{} B spill stores, {} B spill loads, {} B stack", r.spill_store_bytes,
                                 r.spill_load_bytes, r.stack_bytes);
         }
