@@ -134,8 +134,9 @@ CatalogStore& catalog_store() {
   static std::once_flag filled;
   std::call_once(filled, [] {
     store.snapshots.push_back({vector_add_descriptor(), sgemm_descriptor(), grayscale_descriptor(),
-                               transpose_descriptor(), softmax_descriptor(), vector_sum_descriptor(),
-                               histogram_descriptor(), prefix_sum_descriptor()});
+                               transpose_descriptor(), softmax_descriptor(), rmsnorm_descriptor(),
+                               layernorm_descriptor(), vector_sum_descriptor(), histogram_descriptor(),
+                               prefix_sum_descriptor()});
   });
   return store;
 }

@@ -162,6 +162,8 @@ KernelDescriptor sgemm_descriptor();
 KernelDescriptor grayscale_descriptor();
 KernelDescriptor transpose_descriptor();
 KernelDescriptor softmax_descriptor();
+KernelDescriptor rmsnorm_descriptor();
+KernelDescriptor layernorm_descriptor();
 KernelDescriptor vector_sum_descriptor();
 KernelDescriptor histogram_descriptor();
 KernelDescriptor prefix_sum_descriptor();

@@ -88,5 +88,36 @@ __global__ void softmax(const T* x, double* y, long long rows, int cols) {
   }
 }
 
+// y = x / sqrt(mean(x^2) + eps) * w along rows of a row-major rows x cols matrix: a block per row
+// (grid-stride), 256 threads, in double.
+template <typename T>
+__global__ void rmsnorm(const T* x, const T* w, double* y, long long rows, int cols, float eps) {
+  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* xr = x + row * cols;
+    double s = 0.0;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) s += to_double(xr[c]) * to_double(xr[c]);
+    s = block_reduce(s, SumOp());
+    const double scale = 1.0 / sqrt(s / cols + static_cast<double>(eps));
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) y[row * cols + c] = to_double(xr[c]) * scale * to_double(w[c]);
+  }
+}
+
+// y = (x - mean) / sqrt(var + eps) * w + b with the biased variance, two passes, in double.
+template <typename T>
+__global__ void layernorm(const T* x, const T* w, const T* b, double* y, long long rows, int cols, float eps) {
+  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* xr = x + row * cols;
+    double s = 0.0;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) s += to_double(xr[c]);
+    const double mean = block_reduce(s, SumOp()) / cols;
+    double d2 = 0.0;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) d2 += (to_double(xr[c]) - mean) * (to_double(xr[c]) - mean);
+    const double scale = 1.0 / sqrt(block_reduce(d2, SumOp()) / cols + static_cast<double>(eps));
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+      y[row * cols + c] = (to_double(xr[c]) - mean) * scale * to_double(w[c]) + to_double(b[c]);
+    }
+  }
+}
+
 }  // namespace reference
 }  // namespace gmjit

@@ -109,6 +109,12 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"softmax", "bf16", {{"rows", 3}, {"cols", 127}}},
                       Case{"softmax", "fp32", {{"rows", 127}, {"cols", 1002}}},
                       Case{"softmax", "bf16", {{"rows", 127}, {"cols", 1002}}},
+                      // rmsnorm, layernorm: the benchmark's 16-byte bf16 rows (cached blocks of
+                      // 4096 columns); odd rows; more in test_norms_compile.cpp.
+                      Case{"rmsnorm", "bf16", {{"rows", 8192}, {"cols", 4096}}},
+                      Case{"rmsnorm", "fp32", {{"rows", 3}, {"cols", 127}}},
+                      Case{"layernorm", "bf16", {{"rows", 8192}, {"cols", 4096}}},
+                      Case{"layernorm", "fp32", {{"rows", 3}, {"cols", 127}}},
                       Case{"prefix_sum", "fp32", {{"n", 1}}}, Case{"prefix_sum", "fp32", {{"n", 268435456}}}),
     case_name);
 

@@ -102,8 +102,11 @@ TEST_F(CliSweep, DryRunJsonIsAnArrayOfProblems) {
     for (const auto& [key, value] : p["shape"].items()) EXPECT_TRUE(value.is_number_integer()) << key;
     EXPECT_TRUE(p["label"].is_string());
   }
-  EXPECT_TRUE(kernels.count("vector_add"));
-  EXPECT_NE(result.err.find("rmsnorm"), std::string::npos) << "names the skipped kernels: " << result.err;
+  for (const char* name : {"vector_add", "vector_sum", "grayscale", "histogram", "prefix_sum", "softmax", "rmsnorm",
+                           "layernorm", "transpose"}) {
+    EXPECT_TRUE(kernels.count(name)) << name;
+  }
+  EXPECT_EQ(result.err.find("skipping"), std::string::npos) << "every preset kernel is in the catalog: " << result.err;
 }
 
 TEST_F(CliSweep, DryRunFiltersKernelsBeforeSharding) {
