@@ -256,8 +256,13 @@ class SweepProgress {
       : terminal_(::isatty(::fileno(stderr)) != 0), started_(Clock::now()), devices_(devices.size()) {
     for (std::size_t i = 0; i < devices.size(); ++i) devices_[i].device = devices[i];
   }
-  ~SweepProgress() {
+  ~SweepProgress() { finish(); }
+
+  // Ends the redrawn block, so that what is printed next starts on a line of its own.
+  void finish() {
+    std::lock_guard<std::mutex> lock(mutex_);
     if (drawn_) std::fputc('\n', stderr);
+    drawn_ = false;
   }
 
   void on_event(const gmjit::SweepEvent& e) {
@@ -423,6 +428,7 @@ int run_sweep(const SweepRequest& request, const SearchOptions& search) {
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
   const auto summary = gmjit::sweep(problems, options);
+  progress.finish();
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
   const double minutes = summary.wall_seconds / 60;
@@ -441,7 +447,7 @@ int run_sweep(const SweepRequest& request, const SearchOptions& search) {
   } else {
     std::string on;
     if (summary.devices.size() > 1) {
-      for (const auto& d : summary.devices) on += fmt::format("{}gpu{} {}", on.empty() ? "" : ", ", d.device, d.tuned);
+      for (const auto& d : summary.devices) on += fmt::format("{}{} on gpu{}", on.empty() ? "" : ", ", d.tuned, d.device);
       on = fmt::format(" on {} devices ({})", summary.devices.size(), on);
     }
     std::printf("sweep (%s)%s: %zu tuned, %zu already cached, %zu without a verified configuration -> %s\n",

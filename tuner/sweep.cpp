@@ -178,7 +178,6 @@ void sweep_device(SweepRun& run, tuner::Session& session, const std::string& gro
     event.problem = problem;
     event.trials = 0;
     event.candidates = templates::all_configs(kernel).size();
-    if (options.tune.max_evaluations > 0) event.candidates = std::min(event.candidates, options.tune.max_evaluations);
 
     const auto existing = store.find_winner(device_record.key, problem_record.key);
     const bool cached = options.per_device ? run.had_winner.at(device_record.key)[i] : existing.has_value();
@@ -201,6 +200,9 @@ void sweep_device(SweepRun& run, tuner::Session& session, const std::string& gro
       tune_options.prior_trials = recorded_trials(store, device_record.key, problem_record.key);
     }
     const std::size_t resumed = tune_options.prior_trials.size();
+    if (options.tune.max_evaluations > 0) {
+      event.candidates = std::min(event.candidates, options.tune.max_evaluations + resumed);
+    }
     {
       std::lock_guard lock(run.mutex);
       emit(SweepEvent::Kind::started,
@@ -212,7 +214,8 @@ void sweep_device(SweepRun& run, tuner::Session& session, const std::string& gro
         store.record_tuning(device_record, problem_record, {trial_record(trial)}, std::nullopt, kLibraryVersion);
       }
       std::lock_guard lock(run.mutex);
-      ++event.trials;
+      // Configurations ruled out before anything ran are not progress.
+      if (trial.status != TrialStatus::invalid || trial.resumed) ++event.trials;
       if (options.tune.on_trial) options.tune.on_trial(trial);
       emit(SweepEvent::Kind::trial, "tuning");
     };

@@ -166,8 +166,10 @@ struct SweepEvent {
   std::size_t index = 0;    ///< the problem's position in the sweep's list
   Problem problem;
   std::string state;
-  std::size_t trials = 0;      ///< trials of this problem on this device so far (resumed ones included)
-  std::size_t candidates = 0;  ///< configurations of the kernel, or the budget in evaluations when smaller
+  std::size_t trials = 0;      ///< trials of this problem on this device so far, not counting
+                               ///< configurations found invalid before anything ran (resumed ones count)
+  std::size_t candidates = 0;  ///< configurations of the kernel, or the budget in evaluations (plus
+                               ///< the resumed trials) when smaller: the most `trials` can reach
   std::size_t finished = 0;    ///< work items finished, over every device
   std::size_t total = 0;       ///< work items: each problem once per group of interchangeable devices
 };
