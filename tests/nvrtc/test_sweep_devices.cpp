@@ -16,7 +16,9 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 #include <thread>
+#include <vector>
 
 #include "cache/store.hpp"
 #include "cli_runner.hpp"
@@ -160,12 +162,35 @@ TEST_F(SweepDevices, AMissingDeviceFailsBeforeTheCacheIsTouched) {
   EXPECT_FALSE(fs::exists(db("m.db")));
 }
 
-// Ctrl-C on a terminal signals the whole foreground process group: gmtune and its workers.
-TEST_F(SweepDevices, CtrlCStopsEveryWorkerAndTheSweepResumes) {
-  const std::string cache = db("i.db");
-  const std::string command = env(kSameTwice) + " exec " + gmjit::testing::gmtune_path() +
-                              " sweep --strategy exhaustive --devices all --shapes " + shapes_ + " --db " + cache +
-                              " >" + (dir_ / "out").string() + " 2>" + (dir_ / "err").string();
+// The processes whose parent is `parent`: a sweep's workers.
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> children;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const auto close = text.rfind(')');  // the command name may hold spaces
+    if (close == std::string::npos) continue;
+    std::istringstream rest(text.substr(close + 2));
+    std::string state;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    if (ppid == parent) children.push_back(static_cast<pid_t>(std::stoi(name)));
+  }
+  return children;
+}
+
+enum class Stop { ctrl_c_to_the_group, sigterm_to_the_workers };
+
+// Stops a two-device exhaustive sweep in the middle, then resumes it: gmtune must exit 1 on its
+// own with the resume hint, no candidate may be recorded as crashed for a worker that a signal
+// ended, and the resumed sweep measures every configuration of every problem once.
+void stop_and_resume(const fs::path& dir, const std::string& shapes, const std::string& environment, Stop how) {
+  const std::string cache = (dir / "i.db").string();
+  const std::string command = environment + " exec " + gmjit::testing::gmtune_path() +
+                              " sweep --strategy exhaustive --devices all --shapes " + shapes + " --db " + cache +
+                              " >" + (dir / "out").string() + " 2>" + (dir / "err").string();
   const char* argv[] = {"sh", "-c", command.c_str(), nullptr};
   posix_spawnattr_t attributes;
   posix_spawnattr_init(&attributes);
@@ -188,26 +213,51 @@ TEST_F(SweepDevices, CtrlCStopsEveryWorkerAndTheSweepResumes) {
     return count;
   };
   for (int i = 0; i < 6000 && recorded() < 10; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  ASSERT_EQ(::kill(-pid, SIGINT), 0);
+  if (how == Stop::ctrl_c_to_the_group) {
+    // What a terminal does: the foreground process group, gmtune and its workers, gets SIGINT.
+    ASSERT_EQ(::kill(-pid, SIGINT), 0);
+  } else {
+    // What a scheduler signalling every process of a job step does to the workers first.
+    const auto workers = children_of(pid);
+    ASSERT_EQ(workers.size(), 2u);
+    for (pid_t worker : workers) ::kill(worker, SIGTERM);
+  }
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-  const std::string err = read_text(dir_ / "err");
+  const std::string err = read_text(dir / "err");
   ASSERT_TRUE(WIFEXITED(status)) << "gmtune must stop on its own, not die of the signal\n" << err;
   EXPECT_EQ(WEXITSTATUS(status), 1) << err;
   EXPECT_NE(err.find("run the same command again to resume"), std::string::npos) << err;
   const std::size_t before = recorded();
   const std::size_t all = gmjit::templates::all_configs(gmjit::templates::find_kernel("vector_add")).size();
   ASSERT_LT(before, kProblems * all) << "the sweep finished before the signal; the test proves nothing";
+  {
+    gmjit::cache::Store store(cache);
+    for (std::size_t i = 0; i < kProblems; ++i) {
+      for (const auto& t : store.trials(key, vector_add_key(size_of(i)))) {
+        EXPECT_NE(t.status, "crashed") << "a worker ended by a signal is not the candidate's fault: " << t.detail;
+      }
+    }
+  }
   // No worker survives its sweep.
   EXPECT_EQ(::kill(-pid, 0), -1) << "a process of the sweep's group is still running";
 
-  const auto resumed = run_gmtune("sweep --json --strategy exhaustive --devices all --shapes " + shapes_ + " --db " + cache,
-                                  env(kSameTwice));
+  const auto resumed = run_gmtune("sweep --json --strategy exhaustive --devices all --shapes " + shapes + " --db " + cache,
+                                  environment);
   ASSERT_EQ(resumed.status, 0) << resumed.err;
-  const auto s = summary(resumed);
+  const auto s = nlohmann::json::parse(resumed.out);
   EXPECT_EQ(s["tuned"].get<std::size_t>() + s["skipped"].get<std::size_t>(), kProblems) << resumed.out;
   EXPECT_EQ(winners(cache, key).size(), kProblems);
-  expect_each_config_once(cache, key);
+}
+
+TEST_F(SweepDevices, CtrlCStopsEveryWorkerAndTheSweepResumes) {
+  stop_and_resume(dir_, shapes_, env(kSameTwice), Stop::ctrl_c_to_the_group);
+  expect_each_config_once(db("i.db"), fingerprint("gmjit simulated H200"));
+}
+
+TEST_F(SweepDevices, WorkersEndedBySigtermStopTheSweepWithoutRecordingACrash) {
+  stop_and_resume(dir_, shapes_, env(kSameTwice), Stop::sigterm_to_the_workers);
+  expect_each_config_once(db("i.db"), fingerprint("gmjit simulated H200"));
 }
 
 // Two shards of a job array: one pair of tasks writes one cache file at once (two processes on
