@@ -4,6 +4,8 @@
 #   tests  the gpu tier with GMJIT_REQUIRE_GPU=1, the default sweep, the runtime benchmark
 #   tuner  the tuner's benchmarks against Triton's autotuner (issue 4)
 #   all    both, then the older benchmarks (compile, sgemm, cache) and the unit and nvrtc tiers
+#   multigpu  sweep throughput of the llm preset on one GPU against --devices all (issue 6), and
+#          whether the winners agree; not part of all (it takes two sweeps)
 # Logs are packed into $OUT/logs.tgz (the lease returns few files).
 set -uo pipefail
 bin="$(cd "${1:-.device}" && pwd)"
@@ -78,5 +80,53 @@ TAIL=9 step triton_cold timeout 240 python3 -u "$here/triton_autotune.py" --phas
   --cache-dir "$triton_cache" --json-out "$out/triton_cold.json"
 TAIL=9 step triton_warm timeout 120 python3 -u "$here/triton_autotune.py" --phase warm --configs "$configs" \
   --cache-dir "$triton_cache" --json-out "$out/triton_warm.json"
+fi
+
+# Sweep throughput on 1 GPU against every GPU (issue 6): the llm preset, cold, into two caches;
+# problems per minute of each, the ratio (target >= 1.8 on 2 GPUs), and the winners compared.
+# MULTIGPU_ARGS (default --budget 8: two sweeps must fit one call), MULTIGPU_DEVICES (default all;
+# 0,0 puts two workers on one GPU to exercise the machinery where only one exists, timings then
+# disturb each other), MULTIGPU_NOISE (default 3: a different winner within this many percent of
+# the other's median counts as agreeing).
+if [ "$part" = multigpu ]; then
+mg="$(mktemp -d)"
+# shellcheck disable=SC2086
+TAIL=4 step sweep_1gpu timeout 280 sh -c "\"$bin/gmtune\" sweep --preset llm --json --device 0 --db $mg/one.db \
+  ${MULTIGPU_ARGS:---budget 8} >$mg/one.json"
+# shellcheck disable=SC2086
+TAIL=6 step sweep_all timeout 280 sh -c "\"$bin/gmtune\" sweep --preset llm --json --devices ${MULTIGPU_DEVICES:-all} \
+  --db $mg/all.db ${MULTIGPU_ARGS:---budget 8} >$mg/all.json"
+"$bin/gmtune" show --json --db "$mg/one.db" >"$mg/one_winners.json"
+"$bin/gmtune" show --json --db "$mg/all.db" >"$mg/all_winners.json"
+cp "$mg"/*.json "$out/"
+step multigpu_compare python3 - "$mg" "${MULTIGPU_NOISE:-3}" <<'PY'
+import json, sys
+d, noise = sys.argv[1], float(sys.argv[2])
+one, allg = (json.load(open(f"{d}/{n}.json")) for n in ("one", "all"))
+print(f"1 GPU: {one['tuned']} tuned in {one['wall_seconds']:.1f} s, {one['problems_per_minute']:.1f} problems/min")
+per = ", ".join(f"gpu{x['device']} {x['tuned']}" for x in allg["devices"])
+print(f"{len(allg['devices'])} workers ({per}): {allg['tuned']} tuned in {allg['wall_seconds']:.1f} s, "
+      f"{allg['problems_per_minute']:.1f} problems/min")
+if one["problems_per_minute"] > 0:
+    print(f"speedup {allg['problems_per_minute'] / one['problems_per_minute']:.2f}x")
+key = lambda w: (w["device_key"], w["kernel"], w["dtype"], json.dumps(w["shape"], sort_keys=True))
+a = {key(w): w for w in json.load(open(f"{d}/one_winners.json"))["winners"]}
+b = {key(w): w for w in json.load(open(f"{d}/all_winners.json"))["winners"]}
+same = within = 0
+for k in sorted(set(a) & set(b)):
+    if a[k]["config"] == b[k]["config"]:
+        same += 1
+        continue
+    ratio = b[k]["median_ms"] / a[k]["median_ms"]
+    if abs(ratio - 1) * 100 <= noise:
+        within += 1
+    else:
+        print(f"differ: {k[1]} {k[2]} {k[3]}: {a[k]['config']} {a[k]['median_ms']:.4f} ms vs "
+              f"{b[k]['config']} {b[k]['median_ms']:.4f} ms ({(ratio - 1) * 100:+.1f}%)")
+common = len(set(a) & set(b))
+print(f"winners: {same} identical, {within} different within {noise}%, {common - same - within} beyond, "
+      f"{len(set(a) ^ set(b))} in one cache only")
+sys.exit(0 if common == len(a) == len(b) and common - same - within == 0 else 1)
+PY
 fi
 exit $status

@@ -8,11 +8,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -234,39 +236,60 @@ int run_tune(const std::string& kernel, const std::string& shape, const std::str
   return report.winner ? 0 : kFailure;
 }
 
-// Redraws one line on a terminal, or writes a line per problem state when stderr is a file or
-// a pipe (a job's log). Trials arrive from the tuner while a problem runs.
+// Ctrl-C (SIGINT) and a scheduler's SIGTERM (scancel, a preempted job, a deleted pod) ask the sweep
+// to stop: the first one lets it commit what is done and say how to resume; a second one, of
+// either, ends the process at once.
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+extern "C" void on_stop_signal(int signal) {
+  g_stop_signal = signal;
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+}
+
+// On a terminal, redraws one line (one device) or a line per device plus a total line in place;
+// when stderr is a file or a pipe (a job's log), writes a line per problem started or finished.
+// Trials arrive from the tuner while a problem runs.
 class SweepProgress {
  public:
-  SweepProgress() : terminal_(::isatty(::fileno(stderr)) != 0), started_(Clock::now()) {}
-  ~SweepProgress() {
+  explicit SweepProgress(const std::vector<int>& devices)
+      : terminal_(::isatty(::fileno(stderr)) != 0), started_(Clock::now()), devices_(devices.size()) {
+    for (std::size_t i = 0; i < devices.size(); ++i) devices_[i].device = devices[i];
+  }
+  ~SweepProgress() { finish(); }
+
+  // Ends the redrawn block, so that what is printed next starts on a line of its own.
+  void finish() {
+    std::lock_guard<std::mutex> lock(mutex_);
     if (drawn_) std::fputc('\n', stderr);
+    drawn_ = false;
   }
 
-  void on_problem(std::size_t index, std::size_t total, const gmjit::Problem& problem, const std::string& state) {
+  void on_event(const gmjit::SweepEvent& e) {
     std::lock_guard<std::mutex> lock(mutex_);
     const double now = seconds();
-    if (state == "tuning") {
-      problem_started_ = now;
-      current_.trials = 0;
-    } else {
-      ++finished_;
-      if (state != "cached") {
-        ++tuned_;
-        tuning_seconds_ += now - problem_started_;
-      }
+    auto& d = devices_.at(e.worker);
+    d.name = e.device_name;
+    d.problem = e.problem;
+    d.state = e.state;
+    d.trials = e.trials;
+    d.candidates = e.candidates;
+    finished_ = e.finished;
+    total_ = e.total;
+    if (e.kind == gmjit::SweepEvent::Kind::started) started_at_[e.worker] = now;
+    if (e.kind == gmjit::SweepEvent::Kind::finished && e.state != "cached") {
+      ++tuned_;
+      tuning_seconds_ += now - started_at_[e.worker];
     }
-    current_.index = index;
-    current_.total = total;
-    current_.problem = problem;
-    current_.state = state;
-    draw(now, !terminal_);
-  }
-
-  void on_trial() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    ++current_.trials;
-    if (terminal_) draw(seconds(), false);
+    const bool change = e.kind != gmjit::SweepEvent::Kind::trial;
+    if (!terminal_) {
+      if (change) write_line(e, now);
+      return;
+    }
+    // Trials can end hundreds of times a second; the terminal needs a few redraws.
+    if (!change && now - drawn_at_ < 0.1) return;
+    drawn_at_ = now;
+    draw(e, now);
   }
 
  private:
@@ -274,16 +297,46 @@ class SweepProgress {
 
   double seconds() const { return std::chrono::duration<double>(Clock::now() - started_).count(); }
 
-  void draw(double now, bool as_line) {
-    current_.elapsed_seconds = now;
-    current_.eta_seconds = gmtune::estimate_eta(tuned_, tuning_seconds_, finished_, current_.total);
-    if (as_line) {
-      std::fprintf(stderr, "%s\n", gmtune::format_progress(current_, false).c_str());
+  std::optional<double> eta() const {
+    return gmtune::estimate_eta(tuned_, tuning_seconds_, finished_, total_, devices_.size());
+  }
+
+  gmtune::Progress single(const gmjit::SweepEvent& e, double now) const {
+    gmtune::Progress p;
+    p.index = e.index;
+    p.total = total_;
+    p.problem = e.problem;
+    p.state = e.kind == gmjit::SweepEvent::Kind::trial ? "tuning" : e.state;
+    p.trials = e.trials;
+    p.elapsed_seconds = now;
+    p.eta_seconds = eta();
+    return p;
+  }
+
+  void write_line(const gmjit::SweepEvent& e, double now) {
+    if (devices_.size() == 1) {
+      std::fprintf(stderr, "%s\n", gmtune::format_progress(single(e, now), false).c_str());
       return;
     }
+    const auto eta_seconds = eta();
+    std::fprintf(stderr, "gpu%d [%zu/%zu] %s%s: %s%s  (%s elapsed%s)\n", e.device, e.finished, e.total,
+                 gmtune::describe(e.problem).c_str(), e.problem.label.empty() ? "" : (" (" + e.problem.label + ")").c_str(),
+                 e.state.c_str(), e.trials > 0 ? fmt::format(", {} trials", e.trials).c_str() : "",
+                 gmtune::format_duration(now).c_str(),
+                 eta_seconds ? (", eta " + gmtune::format_duration(*eta_seconds)).c_str() : "");
+  }
+
+  void draw(const gmjit::SweepEvent& e, double now) {
     winsize size{};
     const std::size_t width = ::ioctl(::fileno(stderr), TIOCGWINSZ, &size) == 0 && size.ws_col > 0 ? size.ws_col : 100;
-    std::fprintf(stderr, "\r%s\x1b[K", gmtune::format_progress(current_, true, width - 1).c_str());
+    if (devices_.size() == 1) {
+      std::fprintf(stderr, "\r%s\x1b[K", gmtune::format_progress(single(e, now), true, width - 1).c_str());
+    } else {
+      std::string block = drawn_ ? fmt::format("\r\x1b[{}A", devices_.size()) : "";
+      for (const auto& d : devices_) block += gmtune::format_device_line(d, width - 1) + "\x1b[K\n";
+      block += gmtune::format_sweep_line(finished_, total_, devices_.size(), now, eta(), width - 1) + "\x1b[K";
+      std::fputs(block.c_str(), stderr);
+    }
     std::fflush(stderr);
     drawn_ = true;
   }
@@ -291,11 +344,13 @@ class SweepProgress {
   const bool terminal_;
   const Clock::time_point started_;
   std::mutex mutex_;
-  gmtune::Progress current_;
+  std::vector<gmtune::DeviceProgress> devices_;  // one per worker, in --devices order
+  std::map<std::size_t, double> started_at_;
   std::size_t finished_ = 0;
+  std::size_t total_ = 0;
   std::size_t tuned_ = 0;
   double tuning_seconds_ = 0;
-  double problem_started_ = 0;
+  double drawn_at_ = -1;
   bool drawn_ = false;
 };
 
@@ -304,6 +359,8 @@ struct SweepRequest {
   std::string shapes_file;
   std::string kernels;
   std::string shard;
+  std::string devices;
+  bool per_device = false;
   bool dry_run = false;
   bool retune = false;
   bool json = false;
@@ -320,6 +377,8 @@ int run_sweep(const SweepRequest& request, const SearchOptions& search) {
   const std::optional<gmjit::ShardSpec> shard =
       request.shard.empty() ? std::nullopt : std::optional<gmjit::ShardSpec>(gmjit::parse_shard(request.shard));
   gmjit::TuneOptions tune = tune_options(search);
+  std::vector<int> devices{search.device};
+  if (!request.devices.empty() && request.devices != "all") devices = gmjit::parse_devices(request.devices);
 
   std::vector<gmjit::Problem> problems = request.shapes_file.empty()
                                              ? gmjit::preset_problems(request.preset)
@@ -359,22 +418,46 @@ int run_sweep(const SweepRequest& request, const SearchOptions& search) {
   gmjit::SweepOptions options;
   options.db_path = search.db;
   options.retune = request.retune;
+  options.per_device = request.per_device;
+  options.devices = request.devices == "all" ? gmjit::parse_devices("all") : devices;
   options.tune = tune;
   options.tune.db_path = search.db.empty() ? gmjit::default_cache_path() : search.db;
-  SweepProgress progress;
-  options.tune.on_trial = [&](const gmjit::TrialReport&) { progress.on_trial(); };
-  options.on_progress = [&](std::size_t index, std::size_t total, const gmjit::Problem& p, const std::string& state) {
-    progress.on_problem(index, total, p, state);
-  };
+  SweepProgress progress(options.devices);
+  options.on_event = [&](const gmjit::SweepEvent& e) { progress.on_event(e); };
+  options.stop_requested = [] { return g_stop_signal != 0; };
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
   const auto summary = gmjit::sweep(problems, options);
+  progress.finish();
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  const double minutes = summary.wall_seconds / 60;
   if (request.json) {
+    nlohmann::json devices = nlohmann::json::array();
+    for (const auto& d : summary.devices) {
+      devices.push_back({{"device", d.device}, {"name", d.name}, {"device_key", d.device_key}, {"tuned", d.tuned},
+                         {"skipped", d.skipped}, {"failed", d.failed}, {"tuning_seconds", d.tuning_seconds}});
+    }
     std::cout << nlohmann::json{{"problems", problems.size()}, {"tuned", summary.tuned}, {"skipped", summary.skipped},
-                                {"failed", summary.failed}, {"db_path", summary.db_path}}
+                                {"failed", summary.failed}, {"db_path", summary.db_path}, {"devices", devices},
+                                {"interrupted", summary.interrupted}, {"wall_seconds", summary.wall_seconds},
+                                {"problems_per_minute", minutes > 0 ? summary.tuned / minutes : 0.0}}
                      .dump(2)
               << "\n";
   } else {
-    std::printf("sweep (%s): %zu tuned, %zu already cached, %zu without a verified configuration -> %s\n",
-                scope.c_str(), summary.tuned, summary.skipped, summary.failed, summary.db_path.c_str());
+    std::string on;
+    if (summary.devices.size() > 1) {
+      for (const auto& d : summary.devices) on += fmt::format("{}{} on gpu{}", on.empty() ? "" : ", ", d.tuned, d.device);
+      on = fmt::format(" on {} devices ({})", summary.devices.size(), on);
+    }
+    std::printf("sweep (%s)%s: %zu tuned, %zu already cached, %zu without a verified configuration -> %s\n",
+                scope.c_str(), on.c_str(), summary.tuned, summary.skipped, summary.failed, summary.db_path.c_str());
+  }
+  if (summary.interrupted) {
+    std::fprintf(stderr,
+                 "gmtune: sweep interrupted; every finished trial is in %s: run the same command again to resume\n",
+                 summary.db_path.c_str());
+    return kFailure;
   }
   return summary.failed == 0 ? 0 : kFailure;
 }
@@ -514,7 +597,14 @@ int main(int argc, char** argv) {
   sweep->add_option("--budget", search.budget, budget_help + ", per problem");
   sweep->add_option("--seed", search.seed, "seed of the random strategy and of the test inputs");
   sweep->add_option("--db", search.db, db_help);
-  sweep->add_option("--device", search.device, "GPU ordinal");
+  auto* device_option = sweep->add_option("--device", search.device, "GPU ordinal");
+  sweep->add_option("--devices", sweep_request.devices,
+                    "sweep on several GPUs of this host: all, or ordinals such as 0,1,3; one worker per GPU takes "
+                    "the next problem from a shared queue")
+      ->excludes(device_option);
+  sweep->add_flag("--per-device", sweep_request.per_device,
+                  "tune every problem on every listed GPU (by default GPUs with the same fingerprint are "
+                  "interchangeable and each problem is tuned on one of them)");
   sweep->add_flag("--retune", sweep_request.retune, "tune problems that already have a winner");
 
   std::string device_filter, file, into, max_size;

@@ -58,12 +58,14 @@ inline std::string format_duration(double seconds) {
   return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
 }
 
-/// Time left for a sweep: the mean time of the problems tuned so far times the problems left.
-/// Problems found in the cache cost nothing and are not averaged in; nothing tuned yet: unknown.
+/// Time left for a sweep: the mean time of the problems tuned so far times the problems left,
+/// shared by `devices` devices tuning at once. Problems found in the cache cost nothing and are
+/// not averaged in; nothing tuned yet: unknown.
 inline std::optional<double> estimate_eta(std::size_t tuned, double tuning_seconds, std::size_t finished,
-                                          std::size_t total) {
+                                          std::size_t total, std::size_t devices = 1) {
   if (tuned == 0 || finished > total) return std::nullopt;
-  return tuning_seconds / static_cast<double>(tuned) * static_cast<double>(total - finished);
+  return tuning_seconds / static_cast<double>(tuned) * static_cast<double>(total - finished) /
+         static_cast<double>(std::max<std::size_t>(1, devices));
 }
 
 /// One progress report of a sweep.
@@ -99,6 +101,45 @@ inline std::string format_progress(const Progress& p, bool terminal, std::size_t
                                  done, p.total, describe(p.problem), p.state, trials, timing);
   if (line.size() > width && width > 3) line = line.substr(0, width - 3) + "...";
   return line;
+}
+
+/// What one device of a multi-device sweep is doing.
+struct DeviceProgress {
+  int device = 0;
+  std::string name;
+  std::optional<gmjit::Problem> problem;  ///< none: idle (waiting to start, or out of work)
+  std::string state;                      ///< as in Progress
+  std::size_t trials = 0;
+  std::size_t candidates = 0;
+};
+
+inline std::string fit(std::string line, std::size_t width) {
+  if (line.size() > width && width > 3) line = line.substr(0, width - 3) + "...";
+  return line;
+}
+
+/// One line per device: "gpu1 NVIDIA H200: sgemm fp32 k=4096,m=16,n=4096  trial 37/196".
+inline std::string format_device_line(const DeviceProgress& d, std::size_t width = 100) {
+  std::string line = fmt::format("gpu{} {}: ", d.device, d.name);
+  if (!d.problem) return fit(line + "idle", width);
+  line += describe(*d.problem);
+  if (d.state == "tuning" || d.state.rfind("tuning ", 0) == 0) {
+    line += d.candidates > 0 ? fmt::format("  trial {}/{}", d.trials, d.candidates) : fmt::format("  trial {}", d.trials);
+  } else {
+    line += "  " + d.state;
+  }
+  return fit(line, width);
+}
+
+/// The last line under the devices' lines: problems done over every device, elapsed and ETA.
+inline std::string format_sweep_line(std::size_t finished, std::size_t total, std::size_t devices, double elapsed_seconds,
+                                     const std::optional<double>& eta_seconds, std::size_t width = 100) {
+  constexpr std::size_t kBar = 20;
+  const std::size_t filled = total == 0 ? kBar : std::min(finished, total) * kBar / total;
+  return fit(fmt::format("[{}{}] {}/{} on {} device{}  {} elapsed{}", std::string(filled, '#'),
+                         std::string(kBar - filled, '.'), finished, total, devices, devices == 1 ? "" : "s",
+                         format_duration(elapsed_seconds), eta_seconds ? ", eta " + format_duration(*eta_seconds) : ""),
+             width);
 }
 
 inline nlohmann::json problem_json(const gmjit::Problem& problem) {

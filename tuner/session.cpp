@@ -10,9 +10,11 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <csignal>
 #include <future>
 #include <map>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "cache/store.hpp"
@@ -173,6 +175,15 @@ std::vector<Config> nearest_winner_configs(const std::string& db_path, const std
 
 }  // namespace
 
+std::vector<std::string> simulated_device_names() {
+  std::vector<std::string> names;
+  const char* value = std::getenv("GMJIT_SIMULATED_DEVICES");
+  if (!value || !*value) return names;
+  std::stringstream list(value);
+  for (std::string name; std::getline(list, name, ',');) names.push_back(name);
+  return names;
+}
+
 struct Session::State {
   TuneOptions options;
   bool simulated = false;
@@ -182,15 +193,34 @@ struct Session::State {
   std::optional<Frame> problem;  // re-sent to every replacement worker
   std::size_t generation = 0;    // bumps whenever a worker is replaced
   std::size_t restarts = 0;
+  std::atomic<bool> interrupted{false};
+  // Spawning and interrupt() exclude each other, so a worker started while the session stops
+  // is either refused or killed.
+  std::mutex spawn_mutex;
+
+  // After a call that got no answer: was the worker stopped from outside rather than by the
+  // candidate?
+  void check_stopped() {
+    if (interrupted) throw Interrupted("the session was stopped");
+    const int signal = worker.ended_by_signal();
+    if (signal == SIGINT || signal == SIGTERM) {
+      throw Interrupted(fmt::format("the worker was stopped by signal {} ({})", signal, ::strsignal(signal)));
+    }
+  }
 
   void spawn() {
     std::vector<std::string> args{"--device", std::to_string(options.device)};
     if (simulated) args.push_back("--simulated");
-    worker.start(worker_path, args);
+    {
+      std::lock_guard lock(spawn_mutex);
+      if (interrupted) throw Interrupted("the session was stopped");
+      worker.start(worker_path, args);
+    }
     Frame hello;
     std::string why;
     // Creating a CUDA context can take seconds on a cold driver.
     if (worker.call(nullptr, hello, std::max(60.0, options.watchdog_seconds), why) != WorkerProcess::Outcome::answered) {
+      check_stopped();
       throw Error(ErrorKind::driver, 0, "the tuning worker did not start: " + why);
     }
     if (!hello.header.value("ok", false)) {
@@ -210,6 +240,7 @@ struct Session::State {
     std::string why;
     if (worker.call(&*problem, answer, std::max(120.0, options.watchdog_seconds), why) !=
         WorkerProcess::Outcome::answered) {
+      check_stopped();
       throw Error(ErrorKind::launch, 0, "the tuning worker died while preparing the problem: " + why);
     }
     if (!answer.header.value("ok", false)) {
@@ -228,6 +259,7 @@ struct Session::State {
     std::string why;
     if (worker.call(&frame, answer, std::max(120.0, options.watchdog_seconds), why) !=
         WorkerProcess::Outcome::answered) {
+      check_stopped();
       ++restarts;
       ensure_ready();
       return;
@@ -253,6 +285,12 @@ Session::Session(const TuneOptions& options) : state_(std::make_unique<State>())
 Session::~Session() = default;
 
 const DeviceInfo& Session::device() const { return state_->device; }
+
+void Session::interrupt() {
+  state_->interrupted = true;
+  std::lock_guard lock(state_->spawn_mutex);
+  state_->worker.kill_now();
+}
 
 TuneReport Session::tune(const Problem& request, const TuneOptions& options) {
   const auto began = Clock::now();
@@ -401,7 +439,9 @@ TuneReport Session::tune(const Problem& request, const TuneOptions& options) {
     request.payload = compiled->cubin;
     Frame answer;
     std::string why;
-    switch (s.worker.call(&request, answer, s.options.watchdog_seconds, why)) {
+    const auto outcome = s.worker.call(&request, answer, s.options.watchdog_seconds, why);
+    if (outcome != WorkerProcess::Outcome::answered) s.check_stopped();
+    switch (outcome) {
       case WorkerProcess::Outcome::timed_out:
         trial.status = TrialStatus::timeout;
         trial.detail = why;
@@ -454,6 +494,7 @@ TuneReport Session::tune(const Problem& request, const TuneOptions& options) {
   };
 
   for (std::size_t position = 0; position < order.size(); ++position) {
+    if (s.interrupted) throw Interrupted("the session was stopped");
     if (options.max_evaluations > 0 && report.evaluations >= options.max_evaluations) break;
     if (options.max_seconds > 0 && seconds_since(began) >= options.max_seconds) break;
     const std::size_t k = order[position];
@@ -553,6 +594,7 @@ TuneReport Session::tune(const Problem& request, const TuneOptions& options) {
     Frame answer;
     std::string why;
     const auto outcome = s.worker.call(&request, answer, s.options.watchdog_seconds * 2, why);
+    if (outcome != WorkerProcess::Outcome::answered) s.check_stopped();
     if (outcome == WorkerProcess::Outcome::answered && answer.header.value("ok", false)) {
       const auto& timings = answer.header.at("timings");
       for (std::size_t f = 0; f < finalists.size(); ++f) {

@@ -3,11 +3,27 @@
 // reused by every problem of a sweep; replaced when a candidate crashes or hangs it.
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "gmjit/device.hpp"
+#include "gmjit/error.hpp"
 #include "gmjit/tune.hpp"
 
 namespace gmjit::tuner {
+
+// A session was stopped from outside (interrupt(), or its worker ended by SIGINT or SIGTERM, as a
+// Ctrl-C to the process group or a job scheduler's cancel does): the candidate in flight has no
+// result, which is not the candidate's fault, so nothing is recorded for it.
+class Interrupted : public Error {
+ public:
+  explicit Interrupted(const std::string& why) : Error(ErrorKind::launch, 0, "interrupted: " + why) {}
+};
+
+// The names of the simulated devices, one per ordinal, from GMJIT_SIMULATED_DEVICES (comma-separated,
+// e.g. "gmjit simulated H200,gmjit simulated H200"); empty when it is unset, which means one
+// device of the default name at any ordinal. Devices of equal names share a fingerprint.
+std::vector<std::string> simulated_device_names();
 
 class Session {
  public:
@@ -20,7 +36,11 @@ class Session {
 
   // The device as the worker sees it; its fingerprint keys the results.
   const DeviceInfo& device() const;
+  // Throws Interrupted once interrupt() was called or the worker was stopped by a signal.
   TuneReport tune(const Problem& problem, const TuneOptions& options);
+  // Stops the session from any thread: kills the worker and makes tune() throw Interrupted,
+  // without recording the candidate it was timing.
+  void interrupt();
 
  private:
   struct State;

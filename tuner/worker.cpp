@@ -23,6 +23,7 @@
 #include "templates/registry.hpp"
 #include "tuner/harness.hpp"
 #include "tuner/protocol.hpp"
+#include "tuner/session.hpp"
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -65,6 +66,14 @@ DeviceInfo simulated_device(int ordinal) {
   DeviceInfo d;
   d.ordinal = ordinal;
   d.name = "gmjit simulated H200";
+  // Several simulated devices, for tests of multi-device sweeps: as many as GMJIT_SIMULATED_DEVICES names.
+  if (const auto names = simulated_device_names(); !names.empty()) {
+    if (ordinal < 0 || static_cast<std::size_t>(ordinal) >= names.size()) {
+      throw Error(ErrorKind::driver, 0,
+                  fmt::format("simulated device {} does not exist (GMJIT_SIMULATED_DEVICES names {})", ordinal, names.size()));
+    }
+    d.name = names[static_cast<std::size_t>(ordinal)];
+  }
   d.cc_major = 9;
   d.cc_minor = 0;
   d.arch = "sm_90a";

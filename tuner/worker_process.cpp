@@ -83,7 +83,11 @@ void WorkerProcess::start(const std::string& path, const std::vector<std::string
     ::close(out[0]);
     throw Error(ErrorKind::launch, 0, fmt::format("cannot start {}: {}", path, std::strerror(rc)));
   }
-  pid_ = pid;
+  {
+    std::lock_guard lock(pid_mutex_);
+    pid_ = pid;
+  }
+  ended_by_signal_ = 0;
   to_worker_ = in[1];
   from_worker_ = out[0];
 }
@@ -116,24 +120,37 @@ std::string WorkerProcess::stop() {
   // Closing stdin asks the worker to exit; a worker stuck in a kernel never reads it.
   for (int i = 0; i < 50; ++i) {
     int status = 0;
-    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = -1;
-      ::close(from_worker_);
-      from_worker_ = -1;
-      return "exited";
+    {
+      std::lock_guard lock(pid_mutex_);
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        ended_by_signal_ = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+        ::close(from_worker_);
+        from_worker_ = -1;
+        return "exited";
+      }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return reap(true);
 }
 
+void WorkerProcess::kill_now() {
+  std::lock_guard lock(pid_mutex_);
+  if (pid_ > 0) ::kill(pid_, SIGKILL);
+}
+
 std::string WorkerProcess::reap(bool kill_first) {
   if (!running()) return "not running";
-  if (kill_first) ::kill(pid_, SIGKILL);
   int status = 0;
-  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  {
+    std::lock_guard lock(pid_mutex_);
+    if (kill_first) ::kill(pid_, SIGKILL);
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    pid_ = -1;
+    ended_by_signal_ = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
   }
-  pid_ = -1;
   if (to_worker_ >= 0) ::close(to_worker_);
   if (from_worker_ >= 0) ::close(from_worker_);
   to_worker_ = from_worker_ = -1;

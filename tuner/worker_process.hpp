@@ -1,6 +1,7 @@
 #pragma once
 // The parent's handle on one worker process: spawn, a request with a deadline, kill and reap.
 
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -29,10 +30,18 @@ class WorkerProcess {
   Outcome call(const Frame* request, Frame& answer, double timeout_seconds, std::string& why);
   // Closes the pipes, gives the worker a moment to exit, then kills it; returns how it ended.
   std::string stop();
+  // Kills the worker now; safe from any thread (a sweep stopping on Ctrl-C). The owner's call in
+  // flight, or its next one, then ends as died.
+  void kill_now();
+  // The signal that ended the last worker, 0 when it exited or still runs.
+  int ended_by_signal() const { return ended_by_signal_; }
 
  private:
   std::string reap(bool kill_first);
+  // pid_ changes only under it, so kill_now never signals a pid that was reaped (and reused).
+  std::mutex pid_mutex_;
   int pid_ = -1;
+  int ended_by_signal_ = 0;
   int to_worker_ = -1;
   int from_worker_ = -1;
 };

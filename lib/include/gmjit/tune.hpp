@@ -151,11 +151,61 @@ std::vector<Problem> shard_problems(const std::vector<Problem>& problems, std::s
 std::vector<Problem> pending_problems(const std::vector<Problem>& problems, const std::string& db_path,
                                       const std::string& device_key);
 
+/// What a sweep reports as it goes (SweepOptions::on_event). Calls come from the thread of the
+/// device concerned, one at a time.
+struct SweepEvent {
+  enum class Kind {
+    started,   ///< the device took the problem (state: "tuning", or "tuning (resuming after N recorded trials)")
+    trial,     ///< a trial of the problem ended (trials counts it)
+    finished,  ///< state: "cached", "done 0.1234 ms" or "no configuration verified"
+  };
+  Kind kind = Kind::started;
+  int device = 0;           ///< the device's ordinal
+  std::size_t worker = 0;   ///< the device's position in SweepOptions::devices
+  std::string device_name;
+  std::size_t index = 0;    ///< the problem's position in the sweep's list
+  Problem problem;
+  std::string state;
+  std::size_t trials = 0;      ///< trials of this problem on this device so far, not counting
+                               ///< configurations found invalid before anything ran (resumed ones count)
+  std::size_t candidates = 0;  ///< configurations of the kernel, or the budget in evaluations (plus
+                               ///< the resumed trials) when smaller: the most `trials` can reach
+  std::size_t finished = 0;    ///< work items finished, over every device
+  std::size_t total = 0;       ///< work items: each problem once per group of interchangeable devices
+};
+
 struct SweepOptions {
   std::string db_path;  ///< empty: the default cache path
   TuneOptions tune;
   bool retune = false;  ///< tune problems that already have a winner on this device
+  /// GPU ordinals to sweep on, one worker process each, fed from one queue of problems (a device
+  /// takes the next problem when it finishes one); empty: tune.device alone (see parse_devices).
+  /// An ordinal listed twice gets two workers, which then disturb each other's timings: that
+  /// exercises the multi-device machinery on one GPU, and is logged as a warning.
+  std::vector<int> devices;
+  /// Devices with the same fingerprint are interchangeable: each problem is tuned by one of them.
+  /// With per_device every device tunes every problem that had no winner when the sweep began
+  /// (devices of one fingerprint share one winner in the cache: a later device's run keeps the
+  /// earlier winner unless it beats it by more than the noise).
+  bool per_device = false;
+  /// Polled a few times a second: once it returns true the sweep kills its workers, drops the
+  /// candidates they were timing (nothing is recorded for them), and returns with
+  /// SweepSummary::interrupted set. Every trial committed before stays, so a new sweep resumes.
+  std::function<bool()> stop_requested;
+  /// Called as problems start and finish on each device, and as trials end.
+  std::function<void(const SweepEvent&)> on_event;
+  /// Older, device-less form of on_event's started and finished events (index of total problems).
   std::function<void(std::size_t index, std::size_t total, const Problem&, const std::string& state)> on_progress;
+};
+
+struct SweepDeviceSummary {
+  int device = 0;  ///< ordinal
+  std::string name;
+  std::string device_key;  ///< fingerprint
+  std::size_t tuned = 0;
+  std::size_t skipped = 0;
+  std::size_t failed = 0;
+  double tuning_seconds = 0;  ///< time spent tuning problems (not idle, not skipping cached ones)
 };
 
 struct SweepSummary {
@@ -163,11 +213,26 @@ struct SweepSummary {
   std::size_t skipped = 0;  ///< already had a winner
   std::size_t failed = 0;   ///< no configuration verified
   std::string db_path;
+  std::vector<SweepDeviceSummary> devices;  ///< in the order of SweepOptions::devices
+  bool interrupted = false;  ///< stopped by stop_requested or a signal to the workers; resumable
+  double wall_seconds = 0;
 };
 
-/// Tunes every problem and records trials and winners in the SQLite cache, one transaction per
-/// problem, so an interrupted sweep resumes where it stopped.
+/// Tunes every problem and records trials and winners in the SQLite cache, each trial committed
+/// as it ends, so an interrupted sweep resumes where it stopped. With several devices every
+/// device's thread writes through its own connection to the one cache file (WAL: concurrent
+/// writers, in this process or others, lose nothing). Compiles go through one process-wide
+/// compiler and the cache's binary table, so a configuration compiled for one device serves
+/// every device of the same architecture. Throws Error(driver) when a device cannot be opened,
+/// before the cache is touched; a device's failure mid-sweep stops the others and is rethrown.
 SweepSummary sweep(const std::vector<Problem>& problems, const SweepOptions& options);
+
+/// The ordinals of a device list: "all" (every device the driver reports; on the simulated
+/// device, set by `simulated` or GMJIT_SIMULATED_DEVICE=1, every device GMJIT_SIMULATED_DEVICES
+/// names, else one) or ordinals "0,1,3" (a repeated one is kept: see SweepOptions::devices).
+/// Throws Error(usage) for a malformed list (checked before the driver is asked), Error(driver)
+/// when "all" finds no device.
+std::vector<int> parse_devices(const std::string& text, bool simulated = false);
 
 /// The cache file used when none is given: $GMJIT_CACHE, else $XDG_CACHE_HOME/gmjit/gmjit.db,
 /// else ~/.cache/gmjit/gmjit.db.
