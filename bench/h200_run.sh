@@ -3,7 +3,10 @@
 # $2 picks the part, since one call may run 10 minutes at most:
 #   tests  the gpu tier with GMJIT_REQUIRE_GPU=1, the default sweep, the runtime benchmark
 #   tuner  the tuner's benchmarks against Triton's autotuner (issue 4)
-#   all    both, then the older benchmarks (compile, sgemm, cache) and the unit and nvrtc tiers
+#   memory the memory-bound kernels against a device-to-device copy and torch (issue 5); it expects
+#          the shapes file at $1/memory_bound.json
+#   all    tests and tuner, then the older benchmarks (compile, sgemm, cache) and the unit and nvrtc
+#          tiers (not memory or multigpu: with them the call would pass 10 minutes)
 #   multigpu  sweep throughput of the llm preset on one GPU against --devices all (issue 6), and
 #          whether the winners agree; not part of all (it takes two sweeps)
 # Logs are packed into $OUT/logs.tgz (the lease returns few files).
@@ -128,5 +131,25 @@ print(f"winners: {same} identical, {within} different within {noise}%, {common -
       f"{len(set(a) ^ set(b))} in one cache only")
 sys.exit(0 if common == len(a) == len(b) and common - same - within == 0 else 1)
 PY
+fi
+
+# The memory-bound kernels (issue 5), on a fresh cache. Added time on an H200, estimated from the
+# inputs each problem generates on the host (~4e9 elements over the file) and a few seconds of
+# model-guided tuning per problem:
+#   sweep of the 31 problems into the cache                       ~150 s  (timeout 270)
+#   torch's operators, 50 samples each, grayscale three ways       ~40 s  (timeout 100)
+#   bench_memory: winners from the cache, verified, 50 samples each
+#   interleaved with the copy                                      ~80 s  (timeout 150)
+# about 4.5 minutes; the timeouts bound it at 9. A sweep cut short leaves bench_memory to tune the
+# rest, 5 s each (--tune-seconds).
+if [ "$part" = memory ]; then
+here="$(cd "$(dirname "$0")" && pwd)"
+memory_cache="$(mktemp -d)/gmjit.db"
+TAIL=6 step memory_sweep env GMJIT_CACHE="$memory_cache" timeout 270 "$bin/gmtune" sweep --shapes "$bin/memory_bound.json"
+TAIL=40 step memory_show env GMJIT_CACHE="$memory_cache" timeout 20 "$bin/gmtune" show
+TAIL=40 step torch_memory timeout 100 python3 -u "$here/torch_memory.py" --shapes "$bin/memory_bound.json" \
+  --json-out "$out/torch_memory.json"
+TAIL=55 step bench_memory env GMJIT_CACHE="$memory_cache" timeout 150 "$bin/bench_memory" --cache "$memory_cache" \
+  --shapes "$bin/memory_bound.json" --torch "$out/torch_memory.json" --json-out "$out/bench_memory.json" --tune-seconds 5
 fi
 exit $status
