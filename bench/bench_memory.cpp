@@ -78,30 +78,6 @@ std::int64_t bytes_moved(const Problem& p) {
   return bytes;
 }
 
-// read_shapes_file refuses a kernel the catalog lacks, and kernels join the catalog branch by
-// branch: only the catalog's are read, and the others are named in `skipped`.
-std::vector<Problem> read_problems(const Options& o, std::vector<std::string>& skipped) {
-  std::ifstream in(o.shapes);
-  const json document = json::parse(in, nullptr, false);
-  if (!document.is_object() || !document.contains("sweeps") || !document["sweeps"].is_array()) {
-    return read_shapes_file(o.shapes, o.kernels);  // throws, saying what is wrong with the file
-  }
-  const auto& catalog = templates::catalog();
-  std::vector<std::string> known;
-  for (const auto& sweep : document["sweeps"]) {
-    if (!sweep.is_object() || !sweep.contains("kernel") || !sweep["kernel"].is_string()) continue;
-    const auto name = sweep["kernel"].get<std::string>();
-    if (!o.kernels.empty() && std::find(o.kernels.begin(), o.kernels.end(), name) == o.kernels.end()) continue;
-    if (std::any_of(catalog.begin(), catalog.end(), [&](const auto& k) { return k.name == name; })) {
-      if (std::find(known.begin(), known.end(), name) == known.end()) known.push_back(name);
-    } else {
-      skipped.push_back(fmt::format("{} {} ({} shapes)", name, sweep.value("dtype", ""),
-                                    sweep.value("shapes", json::array()).size()));
-    }
-  }
-  return known.empty() ? std::vector<Problem>{} : read_shapes_file(o.shapes, known);
-}
-
 void read_torch(const std::string& path, std::vector<Row>& rows) {
   std::ifstream in(path);
   if (!in) throw Error(ErrorKind::usage, 0, "cannot read " + path);
@@ -311,15 +287,11 @@ json row_json(const Row& r) {
 }
 
 int run(const Options& o) {
-  std::vector<std::string> skipped;
   std::vector<Row> rows;
-  for (auto& problem : read_problems(o, skipped)) {
+  for (auto& problem : read_shapes_file(o.shapes, o.kernels)) {
     rows.emplace_back();
     rows.back().bytes = bytes_moved(problem);
     rows.back().problem = std::move(problem);
-  }
-  for (const auto& s : skipped) {
-    std::fprintf(stderr, "bench_memory: skipping %s: kernel not in this build's catalog\n", s.c_str());
   }
   if (o.list) {
     std::printf("| kernel | dtype | shape | from | bytes |\n|---|---|---|---|--:|\n");
@@ -330,9 +302,7 @@ int run(const Options& o) {
     }
     return 0;
   }
-  if (rows.empty()) {
-    throw Error(ErrorKind::usage, 0, "nothing to run: no kernel of " + o.shapes + " is in the catalog and --kernels");
-  }
+  if (rows.empty()) throw Error(ErrorKind::usage, 0, "nothing to run: --kernels leaves no problem of " + o.shapes);
   const auto status = driver_status();
   if (!status.available) {
     std::fprintf(stderr, "bench_memory: no GPU to measure on: %s (--list prints the problems without one)\n",
@@ -365,7 +335,6 @@ int run(const Options& o) {
       "traffic), sampled interleaved with the kernel\n\n",
       device.name.c_str(), device.arch.c_str(), device.l2_bytes >> 20, o.samples, flush_bytes >> 20);
   print_table(rows);
-  for (const auto& s : skipped) std::printf("\nskipped (not in the catalog): %s", s.c_str());
   std::printf("\n\n| target | shape | measured | |\n|---|---|--:|---|\n");
   const auto verdicts = judge(rows);
   json targets = json::array();
@@ -381,7 +350,6 @@ int run(const Options& o) {
                     {"samples", o.samples},
                     {"flush_bytes", flush_bytes},
                     {"rows", json::array()},
-                    {"skipped", skipped},
                     {"targets", targets}};
     for (const auto& r : rows) summary["rows"].push_back(row_json(r));
     std::ofstream out(o.json_out);

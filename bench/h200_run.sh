@@ -147,6 +147,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 memory_cache="$(mktemp -d)/gmjit.db"
 TAIL=6 step memory_sweep env GMJIT_CACHE="$memory_cache" timeout 270 "$bin/gmtune" sweep --shapes "$bin/memory_bound.json"
 TAIL=40 step memory_show env GMJIT_CACHE="$memory_cache" timeout 20 "$bin/gmtune" show
+TAIL=6 step memory_verify env GMJIT_CACHE="$memory_cache" timeout 20 "$bin/gmtune" verify
 TAIL=40 step torch_memory timeout 100 python3 -u "$here/torch_memory.py" --shapes "$bin/memory_bound.json" \
   --json-out "$out/torch_memory.json"
 TAIL=55 step bench_memory env GMJIT_CACHE="$memory_cache" timeout 150 "$bin/bench_memory" --cache "$memory_cache" \
