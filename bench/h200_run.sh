@@ -136,7 +136,8 @@ fi
 # The memory-bound kernels (issue 5), on a fresh cache. Added time on an H200, estimated from the
 # inputs each problem generates on the host (~4e9 elements over the file) and a few seconds of
 # model-guided tuning per problem:
-#   sweep of the 31 problems into the cache                       ~150 s  (timeout 270)
+#   sweep of the 34 problems into the cache, the model's first 32
+#   candidates of each ($MEMORY_SWEEP_ARGS, default --budget 32)    ~150 s  (timeout 270)
 #   torch's operators, 50 samples each, grayscale three ways       ~40 s  (timeout 100)
 #   bench_memory: winners from the cache, verified, 50 samples each
 #   interleaved with the copy                                      ~80 s  (timeout 150)
@@ -145,9 +146,12 @@ fi
 if [ "$part" = memory ]; then
 here="$(cd "$(dirname "$0")" && pwd)"
 memory_cache="$(mktemp -d)/gmjit.db"
-TAIL=6 step memory_sweep env GMJIT_CACHE="$memory_cache" timeout 270 "$bin/gmtune" sweep --shapes "$bin/memory_bound.json"
+# shellcheck disable=SC2086  # extra flags, word-split on purpose
+TAIL=6 step memory_sweep env GMJIT_CACHE="$memory_cache" timeout 270 "$bin/gmtune" sweep --shapes "$bin/memory_bound.json" \
+  ${MEMORY_SWEEP_ARGS:---budget 32}
 TAIL=40 step memory_show env GMJIT_CACHE="$memory_cache" timeout 20 "$bin/gmtune" show
 TAIL=6 step memory_verify env GMJIT_CACHE="$memory_cache" timeout 20 "$bin/gmtune" verify
+cp "$memory_cache" "$out/memory_cache.db"
 TAIL=40 step torch_memory timeout 100 python3 -u "$here/torch_memory.py" --shapes "$bin/memory_bound.json" \
   --json-out "$out/torch_memory.json"
 TAIL=55 step bench_memory env GMJIT_CACHE="$memory_cache" timeout 150 "$bin/bench_memory" --cache "$memory_cache" \

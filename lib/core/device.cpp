@@ -165,7 +165,13 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
 
 void DeviceBuffer::upload(const void* host, std::size_t bytes) {
   if (bytes > bytes_) throw Error(ErrorKind::usage, 0, "upload larger than the buffer");
-  if (bytes > 0) GMJIT_CU(driver().cuMemcpyHtoD(ptr_, host, bytes));
+  if (bytes == 0) return;
+  GMJIT_CU(driver().cuMemcpyHtoD(ptr_, host, bytes));
+  // From pageable memory the copy returns once the data is staged, while its DMA may still run on
+  // the legacy stream, which work on our non-blocking streams does not wait for (CUDA Driver API,
+  // "API synchronization behavior"): a kernel launched next could read the old bytes. Seen on the
+  // H200 as histogram counts off by one when a buffer was refilled between launches.
+  GMJIT_CU(driver().cuStreamSynchronize(nullptr));
 }
 
 void DeviceBuffer::download(void* host, std::size_t bytes, std::size_t offset) const {

@@ -82,6 +82,7 @@ class DeviceBuffer {
 
   CUdeviceptr get() const { return ptr_; }
   std::size_t bytes() const { return bytes_; }
+  // The bytes are on the device when this returns, for work on any stream.
   void upload(const void* host, std::size_t bytes);
   void download(void* host, std::size_t bytes, std::size_t offset = 0) const;
   // Fills every byte with `value` (0xFF poisons float and half outputs with NaN).
