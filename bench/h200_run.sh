@@ -133,28 +133,27 @@ sys.exit(0 if common == len(a) == len(b) and common - same - within == 0 else 1)
 PY
 fi
 
-# The memory-bound kernels (issue 5), on a fresh cache. Added time on an H200, estimated from the
-# inputs each problem generates on the host (~4e9 elements over the file) and a few seconds of
-# model-guided tuning per problem:
-#   sweep of the 34 problems into the cache, the model's first 32
-#   candidates of each ($MEMORY_SWEEP_ARGS, default --budget 32)    ~150 s  (timeout 270)
+# The memory-bound kernels (issue 5), on a fresh cache. Measured on the H200 (2026-12-03):
+#   sweep of the 34 problems, every valid candidate ($MEMORY_SWEEP_ARGS, default
+#   --strategy exhaustive: the cost model cannot tell a warp from a block per row when
+#   there are few rows, and a budget of 32 then missed the right strategy)    (timeout 300)
 #   torch's operators, 50 samples each, grayscale three ways       ~40 s  (timeout 100)
 #   bench_memory: winners from the cache, verified, 50 samples each
-#   interleaved with the copy                                      ~80 s  (timeout 150)
-# about 4.5 minutes; the timeouts bound it at 9. A sweep cut short leaves bench_memory to tune the
-# rest, 5 s each (--tune-seconds).
+#   interleaved with the copy                                      ~60 s  (timeout 130)
+# The timeouts bound it at 10 minutes. A sweep cut short leaves bench_memory to tune the rest,
+# 5 s each (--tune-seconds).
 if [ "$part" = memory ]; then
 here="$(cd "$(dirname "$0")" && pwd)"
 memory_cache="$(mktemp -d)/gmjit.db"
 # shellcheck disable=SC2086  # extra flags, word-split on purpose
-TAIL=6 step memory_sweep env GMJIT_CACHE="$memory_cache" timeout 270 "$bin/gmtune" sweep --shapes "$bin/memory_bound.json" \
-  ${MEMORY_SWEEP_ARGS:---budget 32}
+TAIL=6 step memory_sweep env GMJIT_CACHE="$memory_cache" timeout 300 "$bin/gmtune" sweep --shapes "$bin/memory_bound.json" \
+  ${MEMORY_SWEEP_ARGS:---strategy exhaustive}
 TAIL=40 step memory_show env GMJIT_CACHE="$memory_cache" timeout 20 "$bin/gmtune" show
 TAIL=6 step memory_verify env GMJIT_CACHE="$memory_cache" timeout 20 "$bin/gmtune" verify
 cp "$memory_cache" "$out/memory_cache.db"
 TAIL=40 step torch_memory timeout 100 python3 -u "$here/torch_memory.py" --shapes "$bin/memory_bound.json" \
   --json-out "$out/torch_memory.json"
-TAIL=55 step bench_memory env GMJIT_CACHE="$memory_cache" timeout 150 "$bin/bench_memory" --cache "$memory_cache" \
+TAIL=55 step bench_memory env GMJIT_CACHE="$memory_cache" timeout 130 "$bin/bench_memory" --cache "$memory_cache" \
   --shapes "$bin/memory_bound.json" --torch "$out/torch_memory.json" --json-out "$out/bench_memory.json" --tune-seconds 5
 fi
 exit $status
