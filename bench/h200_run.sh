@@ -145,15 +145,17 @@ fi
 if [ "$part" = memory ]; then
 here="$(cd "$(dirname "$0")" && pwd)"
 memory_cache="$(mktemp -d)/gmjit.db"
+only=${MEMORY_KERNELS:+--kernels $MEMORY_KERNELS}  # e.g. MEMORY_KERNELS=prefix_sum,softmax
 # shellcheck disable=SC2086  # extra flags, word-split on purpose
 TAIL=6 step memory_sweep env GMJIT_CACHE="$memory_cache" timeout 300 "$bin/gmtune" sweep --shapes "$bin/memory_bound.json" \
-  ${MEMORY_SWEEP_ARGS:---strategy exhaustive}
+  ${MEMORY_SWEEP_ARGS:---strategy exhaustive} $only
 TAIL=40 step memory_show env GMJIT_CACHE="$memory_cache" timeout 20 "$bin/gmtune" show
 TAIL=6 step memory_verify env GMJIT_CACHE="$memory_cache" timeout 20 "$bin/gmtune" verify
-cp "$memory_cache" "$out/memory_cache.db"
+GMJIT_CACHE="$memory_cache" "$bin/gmtune" show --json >"$out/memory_winners.json" 2>/dev/null || true
+# shellcheck disable=SC2086
 TAIL=40 step torch_memory timeout 100 python3 -u "$here/torch_memory.py" --shapes "$bin/memory_bound.json" \
-  --json-out "$out/torch_memory.json"
+  --json-out "$out/torch_memory.json" $only
 TAIL=55 step bench_memory env GMJIT_CACHE="$memory_cache" timeout 130 "$bin/bench_memory" --cache "$memory_cache" \
-  --shapes "$bin/memory_bound.json" --torch "$out/torch_memory.json" --json-out "$out/bench_memory.json" --tune-seconds 5
+  --shapes "$bin/memory_bound.json" --torch "$out/torch_memory.json" --json-out "$out/bench_memory.json" --tune-seconds 5 $only
 fi
 exit $status

@@ -35,9 +35,8 @@ KernelDescriptor prefix_sum_descriptor() {
   d.params = {
       {"block", {128, 256, 512}, "threads per block (one block per tile)"},
       {"items", {8, 16, 32}, "consecutive elements each thread scans in registers"},
-      {"window", {32, 128, 256}, "predecessor tiles one look-back round reads (32 per lane, 4 or 8 per lane)"},
   };
-  d.default_config = {{"block", 256}, {"items", 16}, {"window", 128}};
+  d.default_config = {{"block", 256}, {"items", 16}};
   d.constraints_doc = "block * items <= 8192 (the staged tile fits 48 KB of static shared memory)";
   d.violation = [](const Config& c, const Shape&) -> std::string {
     if (tile(c) > kLargestTile) {
@@ -47,7 +46,7 @@ KernelDescriptor prefix_sum_descriptor() {
     return {};
   };
   d.name_expression = [](const Config& c, const Shape&, const DtypeInfo&) {
-    return fmt::format("gmjit::prefix_sum<{}, {}, {}>", c.at("block"), c.at("items"), c.at("window"));
+    return fmt::format("gmjit::prefix_sum<{}, {}>", c.at("block"), c.at("items"));
   };
   d.geometry = [](const Config& c, const Shape& s, const DtypeInfo&) {
     LaunchGeometry g;

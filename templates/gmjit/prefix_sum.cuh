@@ -15,6 +15,12 @@ namespace prefix_sum_detail {
 
 enum : unsigned { kNotReady = 0, kAggregate = 1, kInclusive = 2, kEpochMask = 0x3fffffffu };
 
+__device__ inline unsigned load_acquire(const unsigned* address) {
+  unsigned value;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(value) : "l"(address) : "memory");
+  return value;
+}
+
 __device__ inline void store_release(unsigned* address, unsigned value) {
   asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(address), "r"(value) : "memory");
 }
@@ -49,51 +55,26 @@ __device__ inline float warp_inclusive_scan(float value, int lane) {
   return value;
 }
 
-// The sum of every tile before `tile`, in double, over windows of 32 * kPerLane predecessors:
-// lane l takes the kPerLane consecutive ones starting kPerLane * l back. A window costs two
-// dependent rounds to L2, whatever its width: the flags are read relaxed, all at once, a fence
-// then orders the sums after them (an acquire load per flag would serialize the reads), and the
-// sums are read at once. Tile i finds an inclusive sum as soon as one of its window has one, so
-// inclusive sums propagate 32 * kPerLane tiles per round and the chain keeps up with DRAM.
-template <int kPerLane>
+// The sum of every tile before `tile`, in double: 32 predecessors at a time, one per lane, each
+// waiting for its predecessor's flag; a window stops at the nearest inclusive sum it sees.
 __device__ inline double look_back(const unsigned* flags, const double* aggregates, const double* inclusives,
                                    long long tile, unsigned epoch, int lane) {
-  const unsigned current = epoch & kEpochMask;
   double exclusive = 0.0;
-  for (long long first = tile - 1 - static_cast<long long>(lane) * kPerLane;; first -= 32 * kPerLane) {
-    unsigned state[kPerLane];
-#pragma unroll
-    for (int j = 0; j < kPerLane; ++j) state[j] = first - j >= 0 ? load_relaxed(flags + first - j) : 0u;
-    // Wait for every predecessor of the window to publish at least its aggregate; before tile 0
-    // counts as an inclusive sum of zero.
-#pragma unroll
-    for (int j = 0; j < kPerLane; ++j) {
-      if (first - j < 0) {
-        state[j] = kInclusive;
-        continue;
-      }
-      while ((state[j] >> 2) != current || (state[j] & 3u) == kNotReady) state[j] = load_relaxed(flags + first - j);
-      state[j] &= 3u;
+  for (long long predecessor = tile - 1 - lane;; predecessor -= 32) {
+    unsigned state = kInclusive;  // before tile 0: an inclusive sum of zero
+    double value = 0.0;
+    if (predecessor >= 0) {
+      unsigned flag;
+      do {
+        flag = load_acquire(flags + predecessor);
+      } while ((flag >> 2) != (epoch & kEpochMask) || (flag & 3u) == kNotReady);
+      state = flag & 3u;
+      value = load_relaxed(state == kInclusive ? inclusives + predecessor : aggregates + predecessor);
     }
-    asm volatile("fence.acq_rel.gpu;" ::: "memory");
-    // Nearest first: a lane stops at its first inclusive sum, which already holds everything older.
-    double value[kPerLane];
-    bool reached = false;
-#pragma unroll
-    for (int j = 0; j < kPerLane; ++j) {
-      value[j] = 0.0;
-      if (!reached && first - j >= 0) {
-        value[j] = load_relaxed(state[j] == kInclusive ? inclusives + first - j : aggregates + first - j);
-      }
-      reached = reached || state[j] == kInclusive;
-    }
-    double lane_sum = 0.0;
-#pragma unroll
-    for (int j = 0; j < kPerLane; ++j) lane_sum += value[j];
-    const unsigned inclusive_lanes = __ballot_sync(0xffffffffu, reached);
+    const unsigned inclusive_lanes = __ballot_sync(0xffffffffu, state == kInclusive);
     // Lane order is tile order backwards: lanes past the nearest inclusive sum are already in it.
     const int nearest = inclusive_lanes ? __ffs(inclusive_lanes) - 1 : 32;
-    exclusive += warp_sum(lane <= nearest ? lane_sum : 0.0);
+    exclusive += warp_sum(lane <= nearest ? value : 0.0);
     if (inclusive_lanes) return exclusive;
   }
 }
@@ -102,15 +83,13 @@ __device__ inline double look_back(const unsigned* flags, const double* aggregat
 
 // y[i] = x[0] + ... + x[i]. One block of Block threads per tile of Block * Items elements;
 // Items is a multiple of 4 so that whole tiles move as 16-byte vectors when x and y allow.
-// Window: predecessors one look-back round reads (a multiple of 32).
-template <int Block, int Items, int Window>
+template <int Block, int Items>
 __global__ void __launch_bounds__(Block) prefix_sum(const float* __restrict__ x, float* __restrict__ y,
                                                     unsigned* __restrict__ workspace, long long n) {
   using namespace prefix_sum_detail;
   constexpr int kTile = Block * Items;
   constexpr int kWarps = Block / 32;
   static_assert(Items % 4 == 0 && Block % 32 == 0, "tiles move as whole float4s");
-  static_assert(Window % 32 == 0 && Window > 0, "a look-back window is whole warps of predecessors");
   __shared__ float stage[kTile + kTile / 32];
   __shared__ float warp_totals[kWarps];
   __shared__ long long tile_shared;
@@ -186,7 +165,7 @@ __global__ void __launch_bounds__(Block) prefix_sum(const float* __restrict__ x,
         aggregates[tile] = aggregate;
         store_release(flags + tile, (epoch << 2) | kAggregate);
       }
-      exclusive = look_back<Window / 32>(flags, aggregates, inclusives, tile, epoch, lane);
+      exclusive = look_back(flags, aggregates, inclusives, tile, epoch, lane);
       if (lane == 0) {
         inclusives[tile] = exclusive + aggregate;
         store_release(flags + tile, (epoch << 2) | kInclusive);
