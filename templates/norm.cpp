@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "templates/registry.hpp"
+#include "templates/row_kernel.hpp"
 
 namespace gmjit::templates {
 namespace {
@@ -11,73 +12,12 @@ namespace {
 // only rows and cols, so it is fixed here rather than tuned per value.
 constexpr float kEps = 1e-5f;
 
-constexpr const char* kConstraints =
-    "eps = 1e-5 (fixed); vec=0 only for an even cols (for an odd one it duplicates vec=1); cached=1 needs "
-    "cols <= row threads (32 for strategy=0, block for strategy=1) * elems; cols < 2^30";
-
-// Threads that share one row.
-std::int64_t row_threads(const Config& c) { return c.at("strategy") == 0 ? 32 : c.at("block"); }
-
-// The widest access (bytes) that a thread's elems hold whole and that divides a row's bytes, so
-// every row starts on an access boundary. An even cols gives fp32 at least 8 bytes and bf16 at
-// least 4; an odd one a single element, as vec=0 would.
-std::int64_t access_bytes(const Config& c, const Shape& s, const DtypeInfo& t) {
-  if (c.at("vec") == 0) return t.bytes;
-  const std::int64_t row_bytes = s.at("cols") * t.bytes;
-  for (const std::int64_t bytes : {16, 8, 4}) {
-    if (bytes <= c.at("elems") * t.bytes && row_bytes % bytes == 0) return bytes;
-  }
-  return t.bytes;
-}
-
 // What rmsnorm and layernorm share: everything but the bias, the statistics and the names.
 KernelDescriptor norm_descriptor(const std::string& name, bool layer) {
   KernelDescriptor d;
   d.name = name;
   d.header = "gmjit/norm.cuh";
-  d.problem_keys = {"rows", "cols"};
-  d.dtypes = {"fp32", "bf16"};
-  d.params = {
-      {"strategy", {0, 1}, "0: a warp per row (short rows), 1: a block per row (long rows)"},
-      {"block", {128, 256, 512, 1024}, "threads per block"},
-      {"elems", {4, 8, 16, 32}, "elements each thread holds per pass over its row"},
-      {"vec", {0, 1}, "0: one element per access; 1: the widest access up to 16 bytes that divides the row bytes"},
-      {"cached", {0, 1}, "1: the row stays in registers (one read); 0: statistics first, then a second read"},
-  };
-  d.default_config = {{"strategy", 1}, {"block", 256}, {"elems", 8}, {"vec", 1}, {"cached", 0}};
-  d.constraints_doc = kConstraints;
-  d.violation = [](const Config& c, const Shape& s) -> std::string {
-    const std::int64_t cols = s.at("cols");
-    // In-row offsets are 32-bit and run up to a chunk (at most 32K elements) past the row end.
-    if (cols >= (std::int64_t{1} << 30)) return "cols of 2^30 or more need 64-bit in-row offsets, which this template lacks";
-    // Rows of odd length start at any element, so vec=1 compiles to single-element accesses
-    // there; rejecting the copy keeps vec=1 (the default) valid for every shape without tuning
-    // the same kernel twice.
-    if (c.at("vec") == 0 && cols % 2 != 0) {
-      return fmt::format("vec=0 is what vec=1 compiles to for an odd cols (cols={}): single-element accesses; "
-                         "use vec=1",
-                         cols);
-    }
-    const std::int64_t capacity = row_threads(c) * c.at("elems");
-    if (c.at("cached") != 0 && cols > capacity) {
-      return fmt::format("cached=1 keeps a row in registers: at most {} threads x elems={} = {} elements, but "
-                         "cols={}; use cached=0 or more threads or elems",
-                         row_threads(c), c.at("elems"), capacity, cols);
-    }
-    return {};
-  };
-  d.name_expression = [name](const Config& c, const Shape& s, const DtypeInfo& t) {
-    return fmt::format("gmjit::{}<{}, {}, {}, {}, {}, {}>", name, t.cpp_type, row_threads(c), c.at("block"),
-                       c.at("elems"), access_bytes(c, s, t), c.at("cached") != 0 ? "true" : "false");
-  };
-  d.geometry = [](const Config& c, const Shape& s, const DtypeInfo&) {
-    const std::int64_t rows_per_block = c.at("block") / row_threads(c);
-    LaunchGeometry g;
-    // The kernel strides over rows, so capping the grid keeps any row count launchable.
-    g.grid[0] = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(s.at("rows"), rows_per_block), 2147483647));
-    g.block[0] = static_cast<unsigned>(c.at("block"));
-    return g;
-  };
+  describe_row_kernel(d, name, "statistics first", "eps = 1e-5 (fixed); ");
   d.tensors = [layer](const Shape& s) {
     const std::int64_t n = s.at("rows") * s.at("cols");
     std::vector<TensorArg> tensors{{"x", n, false}, {"weight", s.at("cols"), false}};

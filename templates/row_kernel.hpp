@@ -1,0 +1,22 @@
+#pragma once
+// What the row kernels' descriptors share (softmax, rmsnorm, layernorm): a warp or a block per
+// row of a row-major rows x cols matrix, the row held in registers or streamed twice.
+
+#include <cstdint>
+#include <string>
+
+#include "templates/registry.hpp"
+
+namespace gmjit::templates {
+
+// Threads that share one row.
+std::int64_t row_threads(const Config& c);
+
+// Problem keys, dtypes, the strategy/block/elems/vec/cached domains, the rules that prune them,
+// geometry and name expression `gmjit::<function><T, row threads, block, elems, access bytes,
+// cached>`. `second_pass` says what cached=0 does before its second read; `constraints_prefix`
+// goes before the shared constraints in `gmtune list`.
+void describe_row_kernel(KernelDescriptor& d, const std::string& function, const std::string& second_pass,
+                         const std::string& constraints_prefix = "");
+
+}  // namespace gmjit::templates
