@@ -131,7 +131,8 @@ void resolve_winners(const Options& o, std::vector<Row>& rows) {
 // The winner through the harness that tuned it (fresh inputs, NaN-poisoned outputs, the same
 // reference and tolerance), then one sample of it and one of the copy per round, alternating
 // which goes first, so that a drift in clocks or temperature lands on both.
-void measure(const Options& o, const DeviceInfo& device, std::size_t flush_bytes, cache::Store& store, Row& row) {
+// `flush_bytes`: set to the size of the memset that flushes the L2 before every sample.
+void measure(const Options& o, const DeviceInfo& device, cache::Store& store, Row& row, std::size_t& flush_bytes) {
   const Problem& p = row.problem;
   const auto& kernel = templates::find_kernel(p.kernel);
   const auto binary =
@@ -147,22 +148,16 @@ void measure(const Options& o, const DeviceInfo& device, std::size_t flush_bytes
     return;
   }
 
-  // The harness's flush: a memset of twice the L2 before every sample.
-  const CUstream stream = harness.stream();
-  const auto& api = detail::driver();
+  // Timed as the kernel is: the harness flushes the L2 before every sample.
+  flush_bytes = harness.flush_bytes();
   const std::size_t half = std::max<std::int64_t>(row.bytes / 2, 1);
-  detail::DeviceBuffer source(half), destination(half), flush(flush_bytes);
-  detail::Event start, stop;
-  unsigned flush_value = 0;
+  detail::DeviceBuffer source(half), destination(half);
   auto copy_sample = [&] {
-    flush.fill_bytes(static_cast<unsigned char>(++flush_value), stream);
-    start.record(stream);
-    GMJIT_CU(api.cuMemcpyDtoDAsync(destination.get(), source.get(), half, stream));
-    stop.record(stream);
-    stop.synchronize();
-    return static_cast<double>(stop.elapsed_ms_since(start));
+    return harness.sample([&](CUstream stream) {
+      GMJIT_CU(detail::driver().cuMemcpyDtoDAsync(destination.get(), source.get(), half, stream));
+    });
   };
-  source.fill_bytes(1, stream);
+  source.fill_bytes(1, harness.stream());
   copy_sample();  // warm-up; the kernel's was the verification launch
   // One launch per sample: the harness batches short kernels, but a batch's later launches would
   // find a shape smaller than the L2 still there and measure the L2, not HBM.
@@ -315,11 +310,11 @@ int run(const Options& o) {
   resolve_winners(o, rows);
   const DeviceInfo device = detail::query_device(o.device);
   cache::Store store(o.cache);
-  const auto flush_bytes = static_cast<std::size_t>(std::max<long long>(device.l2_bytes, 1 << 20)) * 2;
+  std::size_t flush_bytes = 0;
   for (auto& row : rows) {
     if (!row.ok()) continue;
     try {
-      measure(o, device, flush_bytes, store, row);
+      measure(o, device, store, row, flush_bytes);
     } catch (const std::exception& e) {
       row.failure = e.what();
     }

@@ -207,9 +207,7 @@ Harness::Harness(const templates::KernelDescriptor& kernel, const Shape& shape, 
     const std::size_t bytes = static_cast<std::size_t>(arg.elements) * type.bytes;
     const bool guarded = arg.output || arg.workspace;
     Tensor tensor{arg, &type, detail::DeviceBuffer(bytes + (guarded ? kGuardBytes : 0))};
-    if (arg.workspace) {
-      has_workspace_ = true;
-    } else if (!arg.output) {
+    if (!arg.output && !arg.workspace) {
       const auto& host = inputs.at(next_input++);
       tensor.buffer.upload(host.data(), host.size());
     }
@@ -278,7 +276,7 @@ void Harness::poison_outputs() {
 
 double Harness::verify(detail::Kernel& kernel, const LaunchGeometry& geometry) {
   detail::KernelArgs args = arguments();
-  if (has_workspace_) {
+  if (std::any_of(tensors_.begin(), tensors_.end(), [](const Tensor& t) { return t.arg.workspace; })) {
     // A workspace is zeroed once, as a caller does, and the launch checked is the second: a
     // kernel that leaves its workspace in a state the next launch misreads fails here.
     for (auto& tensor : tensors_) {
@@ -323,13 +321,20 @@ double Harness::verify(detail::Kernel& kernel, const LaunchGeometry& geometry) {
   return worst;
 }
 
-double Harness::sample(detail::Kernel& kernel, const LaunchGeometry& geometry, detail::KernelArgs& args, int batch) {
+double Harness::sample(const std::function<void(CUstream)>& work) {
   flush_.fill_bytes(static_cast<unsigned char>(++flush_value_), stream_.get());
   start_.record(stream_.get());
-  for (int i = 0; i < batch; ++i) detail::launch(kernel, geometry, args, stream_.get());
+  work(stream_.get());
   stop_.record(stream_.get());
   stop_.synchronize();
-  return stop_.elapsed_ms_since(start_) / batch;
+  return stop_.elapsed_ms_since(start_);
+}
+
+double Harness::sample(detail::Kernel& kernel, const LaunchGeometry& geometry, detail::KernelArgs& args, int batch) {
+  return sample([&](CUstream stream) {
+           for (int i = 0; i < batch; ++i) detail::launch(kernel, geometry, args, stream);
+         }) /
+         batch;
 }
 
 Timing Harness::time(detail::Kernel& kernel, const LaunchGeometry& geometry, const MeasureOptions& options,

@@ -4,6 +4,7 @@
 // the L2 flushed before every timed launch.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -80,6 +81,10 @@ class Harness {
   std::vector<Timing> retime(const std::vector<Entrant>& entrants, int rounds);
   double tolerance() const { return tolerance_; }
   CUstream stream() const { return stream_.get(); }
+  // One sample of any work on stream(), timed as candidates are: L2 flushed, then `work` between
+  // two events; milliseconds. Baselines measured beside a kernel (a device copy) use it.
+  double sample(const std::function<void(CUstream)>& work);
+  std::size_t flush_bytes() const { return flush_.bytes(); }
 
  private:
   struct Tensor {
@@ -103,7 +108,6 @@ class Harness {
   std::vector<Tensor> tensors_;
   std::vector<detail::DeviceBuffer> reference_;  // float64, per output tensor
   std::map<std::string, Compare> compare_kernels_;  // by output dtype
-  bool has_workspace_ = false;
   detail::DeviceBuffer sums_;
   detail::DeviceBuffer flush_;
   detail::Event start_, stop_;
