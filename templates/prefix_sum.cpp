@@ -12,8 +12,14 @@ namespace {
 constexpr std::int64_t kSmallestTile = 128 * 8;
 // Static shared memory a block may hold: the staged tile (one pad word in 33) under 48 KB.
 constexpr std::int64_t kLargestTile = 8192;
+// The ring of a persistent block: at most 96 KB, so two blocks still share an SM.
+constexpr std::int64_t kLargestRingBytes = 96 * 1024;
+// The smallest persistent grid in the domain; each larger value doubles it.
+constexpr std::int64_t kSmallestGrid = 132;
 
 std::int64_t tile(const Config& c) { return c.at("block") * c.at("items"); }
+bool persistent(const Config& c) { return c.at("stages") > 1; }
+std::int64_t ring_bytes(const Config& c) { return c.at("stages") * tile(c) * 4; }
 
 }  // namespace
 
@@ -35,23 +41,48 @@ KernelDescriptor prefix_sum_descriptor() {
   d.params = {
       {"block", {128, 256, 512}, "threads per block (one block per tile)"},
       {"items", {8, 16, 32}, "consecutive elements each thread scans in registers"},
+      {"stages", {1, 2, 3},
+       "1: one block per tile; 2-3: persistent blocks, each with a ring of that many tiles whose copies "
+       "(cp.async) run while it scans and looks back"},
+      {"blocks", {0, 132, 264, 528}, "persistent grid (132 SMs on an H200: 1 to 4 blocks per SM); 0 with stages=1"},
   };
-  d.default_config = {{"block", 256}, {"items", 16}};
-  d.constraints_doc = "block * items <= 8192 (the staged tile fits 48 KB of static shared memory)";
-  d.violation = [](const Config& c, const Shape&) -> std::string {
-    if (tile(c) > kLargestTile) {
-      return fmt::format("a tile of block={} x items={} = {} elements exceeds {} (48 KB of static shared memory)",
-                         c.at("block"), c.at("items"), tile(c), kLargestTile);
+  d.default_config = {{"block", 256}, {"items", 16}, {"stages", 1}, {"blocks", 0}};
+  d.constraints_doc = "stages=1: block * items <= 8192 (the staged tile fits 48 KB of static shared memory) and "
+                      "blocks=0; stages>1: a ring of stages * block * items * 4 bytes <= 96 KB and blocks > 0";
+  d.violation = [](const Config& c, const Shape& s) -> std::string {
+    if (!persistent(c)) {
+      if (tile(c) > kLargestTile) {
+        return fmt::format("a tile of block={} x items={} = {} elements exceeds {} (48 KB of static shared memory)",
+                           c.at("block"), c.at("items"), tile(c), kLargestTile);
+      }
+      if (c.at("blocks") != 0) return "stages=1 launches one block per tile, so blocks must be 0";
+      return {};
+    }
+    if (c.at("blocks") == 0) return fmt::format("stages={} runs persistent blocks, so blocks must be above 0", c.at("stages"));
+    // A grid capped to the tiles would repeat the smaller blocks value's configuration.
+    const std::int64_t tiles = ceil_div(s.at("n"), tile(c));
+    if (c.at("blocks") > kSmallestGrid && tiles <= c.at("blocks") / 2) {
+      return fmt::format("blocks={} launches only {} blocks at n={} (tiles of {} elements), as blocks={} does",
+                         c.at("blocks"), tiles, s.at("n"), tile(c), c.at("blocks") / 2);
+    }
+    if (ring_bytes(c) > kLargestRingBytes) {
+      return fmt::format("a ring of stages={} x block={} x items={} floats is {} KB, above {} KB", c.at("stages"),
+                         c.at("block"), c.at("items"), ring_bytes(c) / 1024, kLargestRingBytes / 1024);
     }
     return {};
   };
   d.name_expression = [](const Config& c, const Shape&, const DtypeInfo&) {
+    if (persistent(c)) {
+      return fmt::format("gmjit::prefix_sum_pipelined<{}, {}, {}>", c.at("block"), c.at("items"), c.at("stages"));
+    }
     return fmt::format("gmjit::prefix_sum<{}, {}>", c.at("block"), c.at("items"));
   };
   d.geometry = [](const Config& c, const Shape& s, const DtypeInfo&) {
     LaunchGeometry g;
-    g.grid[0] = static_cast<unsigned>(ceil_div(s.at("n"), tile(c)));
+    const std::int64_t tiles = ceil_div(s.at("n"), tile(c));
+    g.grid[0] = static_cast<unsigned>(persistent(c) ? std::min(tiles, c.at("blocks")) : tiles);
     g.block[0] = static_cast<unsigned>(c.at("block"));
+    if (persistent(c)) g.dynamic_shared_bytes = static_cast<unsigned>(ring_bytes(c));
     return g;
   };
   d.tensors = [](const Shape& s) {
@@ -69,7 +100,7 @@ KernelDescriptor prefix_sum_descriptor() {
     Work w;
     w.bytes = 8.0 * static_cast<double>(s.at("n"));
     w.flops = 3.0 * static_cast<double>(s.at("n"));
-    w.shared_bytes = tile(c) * 4 * 33 / 32 + 64;
+    w.shared_bytes = persistent(c) ? ring_bytes(c) + 64 : tile(c) * 4 * 33 / 32 + 64;
     w.registers = static_cast<int>(c.at("items") + 24);
     return w;
   };

@@ -6,10 +6,10 @@
 // re-read by every row from L1/L2.
 //
 // A row is owned by kRowThreads threads: one warp (short rows, no barriers) or the whole block
-// (long rows). Each thread keeps a partial of the row's statistics over its elements and the row
-// needs a single reduction: rmsnorm sums squares; layernorm keeps (count, mean, M2) per thread,
-// each computed two-pass over the thread's registers and merged pairwise (Chan, Golub and LeVeque
-// 1979), so no sum of squares ever cancels against a squared mean.
+// (long rows). rmsnorm sums squares in a single reduction. layernorm never lets a sum of squares
+// cancel against a squared mean: with the row in registers it reduces the sum, then the squared
+// deviations from the mean; streamed, each thread keeps (count, mean, M2) over its elements,
+// computed two-pass over its registers and merged pairwise (Chan, Golub and LeVeque 1979).
 //
 // kCached: the row's slice of each thread (kElems elements) stays in registers between the read
 // and the write, so x is read once; the caller guarantees cols <= kRowThreads * kElems.
@@ -346,6 +346,44 @@ __device__ __forceinline__ void write_loaded(const float (&v)[kElems], const uns
   }
 }
 
+// The row's shift and scale from the slice of it each thread holds in v (kCached: the whole row
+// is in registers). layernorm can then afford the exact two-pass: a plain sum gives the mean, and
+// the squared deviations from it are summed from the registers. Two merges of one float cost fewer
+// dependent instructions than one of (count, mean, M2) with a division a step. Each merge has its
+// own scratch array, so consecutive merges alternate arrays as block_merge needs.
+template <bool kLayer, typename T, int kRowThreads, int kBlock, int kElems, int kBytes>
+__device__ __forceinline__ void cached_statistics(const float (&v)[kElems], int cols, int t, float eps,
+                                                  typename PartialOf<kLayer>::Type (*scratch)[kBlock / 32],
+                                                  int parity, float& shift, float& scale) {
+  if constexpr (kLayer) {
+    constexpr int kPer = kBytes / static_cast<int>(sizeof(T));
+    __shared__ SquareSum sums[2][kBlock / 32];
+    SquareSum sum{0.f};
+#pragma unroll
+    for (int j = 0; j < kElems; ++j) sum.s += v[j];
+    row_merge<kRowThreads, kBlock>(sum, sums, 0);
+    const float mean = sum.s / static_cast<float>(cols);
+    const int valid = accesses_in_row<T, kRowThreads, kElems, kBytes>(cols, 0, t);
+    SquareSum deviations{0.f};
+#pragma unroll
+    for (int a = 0; a < kElems / kPer; ++a) {
+#pragma unroll
+      for (int e = 0; e < kPer; ++e) {
+        const float d = a < valid ? v[a * kPer + e] - mean : 0.f;
+        deviations.s = fmaf(d, d, deviations.s);
+      }
+    }
+    row_merge<kRowThreads, kBlock>(deviations, sums, 1);
+    shift = mean;
+    scale = rsqrtf(deviations.s / static_cast<float>(cols) + eps);
+  } else {
+    SquareSum p;
+    chunk_partial<T, kRowThreads, kElems, kBytes>(v, cols, 0, t, p);
+    row_merge<kRowThreads, kBlock>(p, scratch, parity);
+    finish(p, cols, eps, shift, scale);
+  }
+}
+
 template <bool kLayer, typename T, int kRowThreads, int kBlock, int kElems, int kBytes, bool kCached>
 __device__ __forceinline__ void norm_rows(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
                                           T* __restrict__ y, long long rows, int cols, float eps,
@@ -363,7 +401,6 @@ __device__ __forceinline__ void norm_rows(const T* __restrict__ x, const T* __re
     const T* __restrict__ xr = x + row * cols;
     T* __restrict__ yr = y + row * cols;
     float v[kElems];
-    Partial p;
     float shift, scale;
     if constexpr (kCached && kBytes >= 4 && kElems * sizeof(T) / 4 * (kLayer ? 2 : 1) <= 8) {
       // Weights loaded before the row's reduction wait for memory alongside x instead of after
@@ -374,9 +411,7 @@ __device__ __forceinline__ void norm_rows(const T* __restrict__ x, const T* __re
       unsigned weight[kWords], bias[kLayer ? kWords : 1];
       load_chunk_words<T, kRowThreads, kElems, kBytes>(w, cols, t, weight);
       if constexpr (kLayer) load_chunk_words<T, kRowThreads, kElems, kBytes>(b, cols, t, bias);
-      chunk_partial<T, kRowThreads, kElems, kBytes>(v, cols, 0, t, p);
-      row_merge<kRowThreads, kBlock>(p, scratch, parity);
-      finish(p, cols, eps, shift, scale);
+      cached_statistics<kLayer, T, kRowThreads, kBlock, kElems, kBytes>(v, cols, t, eps, scratch, parity, shift, scale);
       if constexpr (kLayer) {
         write_loaded<kLayer, T, kRowThreads, kElems, kBytes>(v, weight, bias, yr, cols, t, shift, scale);
       } else {
@@ -384,11 +419,10 @@ __device__ __forceinline__ void norm_rows(const T* __restrict__ x, const T* __re
       }
     } else if constexpr (kCached) {
       load_chunk<T, kRowThreads, kElems, kBytes>(xr, cols, 0, t, v);
-      chunk_partial<T, kRowThreads, kElems, kBytes>(v, cols, 0, t, p);
-      row_merge<kRowThreads, kBlock>(p, scratch, parity);
-      finish(p, cols, eps, shift, scale);
+      cached_statistics<kLayer, T, kRowThreads, kBlock, kElems, kBytes>(v, cols, t, eps, scratch, parity, shift, scale);
       write_chunk<kLayer, T, kRowThreads, kElems, kBytes>(v, w, b, yr, cols, 0, t, shift, scale);
     } else {
+      Partial p;
       clear(p);
       // Memory-level parallelism comes from kElems; unrolling the chunks as well would only
       // multiply the registers.

@@ -79,6 +79,104 @@ __device__ inline double look_back(const unsigned* flags, const double* aggregat
   }
 }
 
+// Publishes the tile's sum, learns the sum of every earlier tile, and returns the sum of every
+// element before this thread's first one, in double. Every thread of the block calls it with the
+// total of its own run of items; it holds __syncthreads, so all of the block must reach it.
+template <int Block>
+__device__ double tile_start(float thread_total, long long tile, unsigned epoch, unsigned* flags,
+                             double* aggregates, double* inclusives, float* warp_totals,
+                             double* exclusive_shared) {
+  constexpr int kWarps = Block / 32;
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const float thread_inclusive = warp_inclusive_scan(thread_total, lane);
+  const float before_in_warp = __shfl_up_sync(0xffffffffu, thread_inclusive, 1);
+  if (lane == 31) warp_totals[warp] = thread_inclusive;
+  __syncthreads();
+
+  if (warp == 0) {
+    const float warp_total = lane < kWarps ? warp_totals[lane] : 0.0f;
+    const float warps_inclusive = warp_inclusive_scan(warp_total, lane);
+    if (lane < kWarps) warp_totals[lane] = warps_inclusive;
+    const double aggregate = __shfl_sync(0xffffffffu, warps_inclusive, kWarps - 1);
+    double exclusive = 0.0;
+    if (tile == 0) {
+      if (lane == 0) {
+        inclusives[0] = aggregate;
+        store_release(flags, (epoch << 2) | kInclusive);
+      }
+    } else {
+      if (lane == 0) {
+        aggregates[tile] = aggregate;
+        store_release(flags + tile, (epoch << 2) | kAggregate);
+      }
+      exclusive = look_back(flags, aggregates, inclusives, tile, epoch, lane);
+      if (lane == 0) {
+        inclusives[tile] = exclusive + aggregate;
+        store_release(flags + tile, (epoch << 2) | kInclusive);
+      }
+    }
+    if (lane == 0) *exclusive_shared = exclusive;
+  }
+  __syncthreads();
+  const float before_in_block = (warp > 0 ? warp_totals[warp - 1] : 0.0f) + (lane > 0 ? before_in_warp : 0.0f);
+  return *exclusive_shared + static_cast<double>(before_in_block);
+}
+
+// The start as a double split into two floats, so each output costs two fp32 adds and is rounded
+// once at the end, not once per tile of the chain.
+struct SplitStart {
+  float high;
+  float low;
+  __device__ explicit SplitStart(double start)
+      : high(static_cast<float>(start)), low(static_cast<float>(start - static_cast<double>(static_cast<float>(start)))) {}
+  __device__ float operator()(float running) const { return high + (low + running); }
+};
+
+// Where the workspace keeps its parts for a launch of `tiles` tiles.
+struct Workspace {
+  unsigned* counter;
+  unsigned* epoch;
+  unsigned* flags;
+  double* aggregates;
+  double* inclusives;
+  __device__ Workspace(unsigned* words, long long tiles)
+      : counter(words),
+        epoch(words + 1),
+        flags(words + 2),
+        aggregates(reinterpret_cast<double*>(words + 2 + ((tiles + 1) & ~1ll))),
+        inclusives(reinterpret_cast<double*>(words + 2 + ((tiles + 1) & ~1ll)) + tiles) {}
+};
+
+// The ring of staged tiles is swizzled by 16-byte chunk: chunk c sits at c ^ ((c >> 3) & 7), so
+// both the coalesced copies (lanes on consecutive chunks) and each thread's run of Items/4
+// consecutive chunks hit 8 distinct bank groups per quarter warp. Bits 3 and up are unchanged,
+// so the map is a permutation of every 8 chunks.
+__device__ inline int swizzled_chunk(int chunk) { return chunk ^ ((chunk >> 3) & 7); }
+__device__ inline int swizzled_word(int element) { return 4 * swizzled_chunk(element >> 2) + (element & 3); }
+
+__device__ inline unsigned shared_address(const void* pointer) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(pointer));
+}
+
+__device__ inline void copy_async_16(void* shared, const void* global) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(shared_address(shared)), "l"(global) : "memory");
+}
+
+// Zero-fills the word when `valid` is false (a source size of 0 reads nothing).
+__device__ inline void copy_async_4(void* shared, const float* global, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(shared_address(shared)), "l"(global),
+               "r"(valid ? 4 : 0)
+               : "memory");
+}
+
+__device__ inline void copy_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+
+template <int Pending>
+__device__ inline void copy_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(Pending) : "memory");
+}
+
 }  // namespace prefix_sum_detail
 
 // y[i] = x[0] + ... + x[i]. One block of Block threads per tile of Block * Items elements;
@@ -88,27 +186,19 @@ __global__ void __launch_bounds__(Block) prefix_sum(const float* __restrict__ x,
                                                     unsigned* __restrict__ workspace, long long n) {
   using namespace prefix_sum_detail;
   constexpr int kTile = Block * Items;
-  constexpr int kWarps = Block / 32;
   static_assert(Items % 4 == 0 && Block % 32 == 0, "tiles move as whole float4s");
   __shared__ float stage[kTile + kTile / 32];
-  __shared__ float warp_totals[kWarps];
+  __shared__ float warp_totals[Block / 32];
   __shared__ long long tile_shared;
   __shared__ unsigned epoch_shared;
   __shared__ double exclusive_shared;
 
   const long long tiles = gridDim.x;
-  unsigned* counter = workspace;
-  unsigned* epoch_word = workspace + 1;
-  unsigned* flags = workspace + 2;
-  double* aggregates = reinterpret_cast<double*>(workspace + 2 + ((tiles + 1) & ~1ll));
-  double* inclusives = aggregates + tiles;
-
+  const Workspace state(workspace, tiles);
   const int thread = threadIdx.x;
-  const int lane = thread & 31;
-  const int warp = thread >> 5;
   if (thread == 0) {
-    tile_shared = atomicAdd(counter, 1u);
-    epoch_shared = load_relaxed(epoch_word);
+    tile_shared = atomicAdd(state.counter, 1u);
+    epoch_shared = load_relaxed(state.epoch);
   }
   __syncthreads();
   const long long tile = tile_shared;
@@ -144,53 +234,16 @@ __global__ void __launch_bounds__(Block) prefix_sum(const float* __restrict__ x,
     running += stage[padded(thread * Items + j)];
     items[j] = running;
   }
-  const float thread_inclusive = warp_inclusive_scan(running, lane);
-  const float before_in_warp = __shfl_up_sync(0xffffffffu, thread_inclusive, 1);
-  if (lane == 31) warp_totals[warp] = thread_inclusive;
-  __syncthreads();
-
-  if (warp == 0) {
-    const float warp_total = lane < kWarps ? warp_totals[lane] : 0.0f;
-    const float warps_inclusive = warp_inclusive_scan(warp_total, lane);
-    if (lane < kWarps) warp_totals[lane] = warps_inclusive;
-    const double aggregate = __shfl_sync(0xffffffffu, warps_inclusive, kWarps - 1);
-    double exclusive = 0.0;
-    if (tile == 0) {
-      if (lane == 0) {
-        inclusives[0] = aggregate;
-        store_release(flags, (epoch << 2) | kInclusive);
-      }
-    } else {
-      if (lane == 0) {
-        aggregates[tile] = aggregate;
-        store_release(flags + tile, (epoch << 2) | kAggregate);
-      }
-      exclusive = look_back(flags, aggregates, inclusives, tile, epoch, lane);
-      if (lane == 0) {
-        inclusives[tile] = exclusive + aggregate;
-        store_release(flags + tile, (epoch << 2) | kInclusive);
-      }
-    }
-    if (lane == 0) {
-      exclusive_shared = exclusive;
-      // Every block took its tile and read the epoch before publishing, and this block saw all of
-      // them publish, so the workspace can be made ready for the next launch.
-      if (tile == tiles - 1) {
-        atomicExch(counter, 0u);
-        atomicExch(epoch_word, epoch + 1);
-      }
-    }
+  const SplitStart start(tile_start<Block>(running, tile, epoch, state.flags, state.aggregates, state.inclusives,
+                                           warp_totals, &exclusive_shared));
+  // Every block took its tile and read the epoch before publishing, and the block of the last
+  // tile has seen all of them publish, so the workspace can be made ready for the next launch.
+  if (thread == 0 && tile == tiles - 1) {
+    atomicExch(state.counter, 0u);
+    atomicExch(state.epoch, epoch + 1);
   }
-  __syncthreads();
-
-  // The block's offset as a double split into two floats, so each output costs two fp32 adds
-  // and is rounded once at the end, not once per tile of the chain.
-  const float before_in_block = (warp > 0 ? warp_totals[warp - 1] : 0.0f) + (lane > 0 ? before_in_warp : 0.0f);
-  const double start = exclusive_shared + static_cast<double>(before_in_block);
-  const float high = static_cast<float>(start);
-  const float low = static_cast<float>(start - static_cast<double>(high));
 #pragma unroll
-  for (int j = 0; j < Items; ++j) stage[padded(thread * Items + j)] = high + (low + items[j]);
+  for (int j = 0; j < Items; ++j) stage[padded(thread * Items + j)] = start(items[j]);
   __syncthreads();
   if (vectors) {
     float4* target = reinterpret_cast<float4*>(y + base);
@@ -207,6 +260,127 @@ __global__ void __launch_bounds__(Block) prefix_sum(const float* __restrict__ x,
       if (base + i < n) y[base + i] = stage[padded(i)];
     }
   }
+}
+
+// The same scan with persistent blocks: each of gridDim.x blocks keeps Stages tiles in a ring of
+// dynamic shared memory (Stages * Block * Items floats) and, while it scans one, the copies of
+// the next Stages - 1 are in flight (cp.async), so a block waiting in the look-back still keeps
+// HBM busy. Tiles are handed out in order by the workspace counter: a block only waits on tiles
+// taken before its own, whose blocks run, and the smallest unfinished tile is always some block's
+// current one, so the chain cannot deadlock whatever the grid.
+//
+// Every block stops at its first ticket past the last tile, so a launch takes exactly
+// tiles + gridDim.x tickets; the block that takes the last one knows no block will touch the
+// counter again and makes the workspace ready for the next launch.
+template <int Block, int Items, int Stages>
+__global__ void __launch_bounds__(Block) prefix_sum_pipelined(const float* __restrict__ x, float* __restrict__ y,
+                                                              unsigned* __restrict__ workspace, long long n) {
+  using namespace prefix_sum_detail;
+  constexpr int kTile = Block * Items;
+  constexpr int kChunks = kTile / 4;
+  static_assert(Items % 4 == 0 && Block % 32 == 0 && Stages >= 2, "tiles move as whole float4s");
+  extern __shared__ float4 prefix_sum_ring[];
+  __shared__ float warp_totals[Block / 32];
+  __shared__ long long ticket_shared;
+  __shared__ unsigned epoch_shared;
+  __shared__ double exclusive_shared;
+
+  const long long tiles = (n + kTile - 1) / kTile;
+  const Workspace state(workspace, tiles);
+  const int thread = threadIdx.x;
+  const bool aligned = ((reinterpret_cast<unsigned long long>(x) | reinterpret_cast<unsigned long long>(y)) & 15) == 0;
+  const unsigned last_ticket = static_cast<unsigned>(tiles) + gridDim.x - 1;
+
+  // Thread 0 takes the next tile, or `tiles` once the block's latest ticket was past the end.
+  const auto take_ticket = [&](long long latest) {
+    if (latest >= tiles) return tiles;
+    const unsigned ticket = atomicAdd(state.counter, 1u);
+    if (ticket >= tiles) {
+      if (ticket == last_ticket) {
+        atomicExch(state.counter, 0u);
+        atomicExch(state.epoch, epoch_shared + 1);
+      }
+      return tiles;
+    }
+    return static_cast<long long>(ticket);
+  };
+  const auto start_copy = [&](long long tile, int slot) {
+    float4* ring = prefix_sum_ring + slot * kChunks;
+    const long long base = tile * kTile;
+    if (tile < tiles && aligned && base + kTile <= n) {
+      const float4* source = reinterpret_cast<const float4*>(x + base);
+#pragma unroll
+      for (int c = thread; c < kChunks; c += Block) copy_async_16(ring + swizzled_chunk(c), source + c);
+    } else if (tile < tiles) {
+      float* words = reinterpret_cast<float*>(ring);
+      for (int i = thread; i < kTile; i += Block) {
+        const bool valid = base + i < n;
+        copy_async_4(words + swizzled_word(i), valid ? x + base + i : x, valid);
+      }
+    }
+    copy_async_commit();  // an empty group too, so the wait below always counts Stages groups
+  };
+
+  if (thread == 0) {
+    epoch_shared = load_relaxed(state.epoch);
+    // The epoch is read before any ticket is taken, so the block that resets it after the last
+    // ticket cannot be seen here.
+    __threadfence();
+  }
+  long long pending[Stages];
+#pragma unroll
+  for (int s = 0; s < Stages; ++s) {
+    if (thread == 0) ticket_shared = take_ticket(s == 0 ? 0 : pending[s - 1]);
+    __syncthreads();
+    pending[s] = ticket_shared;
+    __syncthreads();
+    start_copy(pending[s], s);
+  }
+  const unsigned epoch = epoch_shared;
+
+  for (int slot = 0; pending[0] < tiles; slot = slot + 1 == Stages ? 0 : slot + 1) {
+    const long long tile = pending[0];
+    const long long base = tile * kTile;
+    if (thread == 0) ticket_shared = take_ticket(pending[Stages - 1]);
+    copy_async_wait<Stages - 1>();
+    __syncthreads();
+
+    float4* ring = prefix_sum_ring + slot * kChunks;
+    float items[Items];
+    float running = 0.0f;
+#pragma unroll
+    for (int k = 0; k < Items / 4; ++k) {
+      const float4 chunk = ring[swizzled_chunk(thread * (Items / 4) + k)];
+      items[4 * k] = running += chunk.x;
+      items[4 * k + 1] = running += chunk.y;
+      items[4 * k + 2] = running += chunk.z;
+      items[4 * k + 3] = running += chunk.w;
+    }
+    const SplitStart start(tile_start<Block>(running, tile, epoch, state.flags, state.aggregates, state.inclusives,
+                                             warp_totals, &exclusive_shared));
+    // Each thread overwrites only its own chunks; the stores below read everyone's.
+#pragma unroll
+    for (int k = 0; k < Items / 4; ++k) {
+      ring[swizzled_chunk(thread * (Items / 4) + k)] =
+          make_float4(start(items[4 * k]), start(items[4 * k + 1]), start(items[4 * k + 2]), start(items[4 * k + 3]));
+    }
+    __syncthreads();
+    if (aligned && base + kTile <= n) {
+      float4* target = reinterpret_cast<float4*>(y + base);
+#pragma unroll
+      for (int c = thread; c < kChunks; c += Block) target[c] = ring[swizzled_chunk(c)];
+    } else {
+      const float* words = reinterpret_cast<const float*>(ring);
+      for (int i = thread; i < kTile && base + i < n; i += Block) y[base + i] = words[swizzled_word(i)];
+    }
+    const long long next = ticket_shared;
+    __syncthreads();  // the slot is free once every thread has stored from it
+#pragma unroll
+    for (int s = 0; s + 1 < Stages; ++s) pending[s] = pending[s + 1];
+    pending[Stages - 1] = next;
+    start_copy(next, slot);
+  }
+  copy_async_wait<0>();  // no copy may still target shared memory when the block exits
 }
 
 }  // namespace gmjit
