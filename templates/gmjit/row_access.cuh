@@ -1,0 +1,94 @@
+#pragma once
+// What the row kernels (softmax, rmsnorm, layernorm) share about moving elements: accesses of 2 to
+// 16 bytes read and written as raw 32-bit words, widened to fp32 for arithmetic and packed back.
+
+#include <cuda_bf16.h>
+
+namespace gmjit {
+namespace row_access {
+
+// Enumerators rather than static constexpr members: NVRTC emits those as device globals.
+template <typename T, typename U>
+struct IsSame {
+  enum : bool { kValue = false };
+};
+template <typename T>
+struct IsSame<T, T> {
+  enum : bool { kValue = true };
+};
+
+// fp32 holds one element per 32-bit word, bf16 two (low half first).
+template <typename T>
+struct Elem;
+template <>
+struct Elem<float> {
+  enum : int { kPerWord = 1 };
+  __device__ __forceinline__ static void unpack(unsigned w, float* out) { out[0] = __uint_as_float(w); }
+  __device__ __forceinline__ static unsigned pack(const float* in) { return __float_as_uint(in[0]); }
+};
+template <>
+struct Elem<__nv_bfloat16> {
+  enum : int { kPerWord = 2 };
+  // bf16 is the upper half of an fp32, so widening is exact and needs no conversion instruction.
+  __device__ __forceinline__ static void unpack(unsigned w, float* out) {
+    out[0] = __uint_as_float(w << 16);
+    out[1] = __uint_as_float(w & 0xffff0000u);
+  }
+  __device__ __forceinline__ static unsigned pack(const float* in) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(in[0], in[1]);
+    return *reinterpret_cast<const unsigned*>(&h);
+  }
+};
+
+// One access of kBytes >= 4 at p (aligned to kBytes) as raw 32-bit words.
+template <int kBytes, typename T>
+__device__ __forceinline__ void load_words(const T* __restrict__ p, unsigned* w) {
+  if constexpr (kBytes == 4) {
+    w[0] = __ldg(reinterpret_cast<const unsigned*>(p));
+  } else if constexpr (kBytes == 8) {
+    const uint2 r = __ldg(reinterpret_cast<const uint2*>(p));
+    w[0] = r.x;
+    w[1] = r.y;
+  } else {
+    const uint4 r = __ldg(reinterpret_cast<const uint4*>(p));
+    w[0] = r.x;
+    w[1] = r.y;
+    w[2] = r.z;
+    w[3] = r.w;
+  }
+}
+
+// One access of kBytes at p (aligned to kBytes) into kBytes / sizeof(T) floats.
+template <typename T, int kBytes>
+__device__ __forceinline__ void load_access(const T* __restrict__ p, float* out) {
+  if constexpr (kBytes == 2) {
+    const unsigned short bits = __ldg(reinterpret_cast<const unsigned short*>(p));
+    out[0] = __uint_as_float(static_cast<unsigned>(bits) << 16);
+  } else {
+    unsigned w[kBytes / 4];
+    load_words<kBytes>(p, w);
+#pragma unroll
+    for (int i = 0; i < kBytes / 4; ++i) Elem<T>::unpack(w[i], out + i * Elem<T>::kPerWord);
+  }
+}
+
+template <typename T, int kBytes>
+__device__ __forceinline__ void store_access(T* __restrict__ p, const float* in) {
+  if constexpr (kBytes == 2) {
+    *reinterpret_cast<unsigned short*>(p) = __bfloat16_as_ushort(__float2bfloat16_rn(in[0]));
+  } else {
+    unsigned w[kBytes / 4];
+#pragma unroll
+    for (int i = 0; i < kBytes / 4; ++i) w[i] = Elem<T>::pack(in + i * Elem<T>::kPerWord);
+    if constexpr (kBytes == 4) {
+      *reinterpret_cast<unsigned*>(p) = w[0];
+    } else if constexpr (kBytes == 8) {
+      *reinterpret_cast<uint2*>(p) = make_uint2(w[0], w[1]);
+    } else {
+      *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+  }
+}
+
+}  // namespace row_access
+}  // namespace gmjit
