@@ -7,18 +7,6 @@
 namespace gmjit::templates {
 namespace {
 
-// The widest access (bytes) that a thread's elems hold whole and that divides a row's bytes, so
-// every row starts on an access boundary. An even cols gives fp32 at least 8 bytes and bf16 at
-// least 4; an odd one a single element, as vec=0 would.
-std::int64_t access_bytes(const Config& c, const Shape& s, const DtypeInfo& t) {
-  if (c.at("vec") == 0) return t.bytes;
-  const std::int64_t row_bytes = s.at("cols") * t.bytes;
-  for (const std::int64_t bytes : {16, 8, 4}) {
-    if (bytes <= c.at("elems") * t.bytes && row_bytes % bytes == 0) return bytes;
-  }
-  return t.bytes;
-}
-
 std::string violation(const Config& c, const Shape& s) {
   const std::int64_t cols = s.at("cols");
   // In-row offsets are 32-bit and run up to a chunk (at most 32K elements) past the row end.
@@ -43,6 +31,15 @@ std::string violation(const Config& c, const Shape& s) {
 }  // namespace
 
 std::int64_t row_threads(const Config& c) { return c.at("strategy") == 0 ? 32 : c.at("block"); }
+
+std::int64_t access_bytes(const Config& c, const Shape& s, const DtypeInfo& t) {
+  if (c.at("vec") == 0) return t.bytes;
+  const std::int64_t row_bytes = s.at("cols") * t.bytes;
+  for (const std::int64_t bytes : {16, 8, 4}) {
+    if (bytes <= c.at("elems") * t.bytes && row_bytes % bytes == 0) return bytes;
+  }
+  return t.bytes;
+}
 
 void describe_row_kernel(KernelDescriptor& d, const std::string& function, const std::string& second_pass,
                          const std::string& constraints_prefix) {

@@ -9,8 +9,13 @@
 
 namespace gmjit::templates {
 
-// Threads that share one row.
+// Threads that share one row (for a row split over blocks: those of one block).
 std::int64_t row_threads(const Config& c);
+
+// The widest access (bytes) that a thread's elems hold whole and that divides a row's bytes, so
+// every row starts on an access boundary. An even cols gives fp32 at least 8 bytes and bf16 at
+// least 4; an odd one a single element, as vec=0 would.
+std::int64_t access_bytes(const Config& c, const Shape& s, const DtypeInfo& t);
 
 // Problem keys, dtypes, the strategy/block/elems/vec/cached domains, the rules that prune them,
 // geometry and name expression `gmjit::<function><T, row threads, block, elems, access bytes,

@@ -6,17 +6,94 @@
 #include "templates/row_kernel.hpp"
 
 namespace gmjit::templates {
+namespace {
+
+// One block's registers hold rows up to 1024 x 32 elements; slices of rows shorter than this would
+// only add candidates that lose to a block per row.
+constexpr std::int64_t kSplitMinCols = 16384;
+// The arrival counts grow by 32 a launch (see softmax_slice), so no row has more slices.
+constexpr std::int64_t kMaxSplit = 32;
+
+bool split_rows(const Config& c) { return c.at("strategy") == 2; }
+
+// At least the elements of a slice: cols / split rounded up to whole accesses of up to 8
+// elements (16 bytes of bf16), which is what softmax_slice rounds to or more.
+std::int64_t slice_bound(const Config& c, const Shape& s) {
+  return ceil_div(ceil_div(s.at("cols"), c.at("split")), 8) * 8;
+}
+
+std::int64_t split_workspace_words(const Shape& s) {
+  if (s.at("cols") < kSplitMinCols) return 2;  // the non-split kernels never touch it
+  // A ticket counter and a pad word, an arrival count per row (padded to an even count), then
+  // kMaxSplit (max, sum) pairs per row.
+  return 2 + ceil_div(s.at("rows"), 2) * 2 + 2 * kMaxSplit * s.at("rows");
+}
+
+}  // namespace
 
 KernelDescriptor softmax_descriptor() {
   KernelDescriptor d;
   d.name = "softmax";
   d.summary = "y = softmax(x) along the last dim of a row-major rows x cols matrix, fp32 math; "
-              "a warp or a block per row, row held in registers or streamed twice";
+              "a warp or a block per row, row held in registers or streamed twice, or a long row split over "
+              "blocks that merge their (max, sum) through the workspace (zeroed once, then reused as is)";
   d.header = "gmjit/softmax.cuh";
   describe_row_kernel(d, "softmax", "online max/sum");
+  for (auto& param : d.params) {
+    if (param.name != "strategy") continue;
+    param.values.push_back(2);
+    param.doc += ", 2: a row split over `split` blocks, each holding its slice in registers (rows too long for "
+                 "one block)";
+  }
+  d.params.push_back({"split", {1, 4, 8, 16, 32}, "blocks per row with strategy=2; 1 otherwise"});
+  d.default_config["split"] = 1;
+  d.constraints_doc += fmt::format(
+      "; strategy=2: split > 1, cached=1, cols >= {}, and a slice of cols / split elements fits block * elems but "
+      "not half of it (a smaller block or elems holds it); split=1 otherwise",
+      kSplitMinCols);
+  d.violation = [row_violation = d.violation](const Config& c, const Shape& s) -> std::string {
+    if (!split_rows(c)) {
+      if (c.at("split") != 1) return fmt::format("split={} applies to strategy=2 only; use split=1", c.at("split"));
+      return row_violation(c, s);
+    }
+    if (c.at("split") == 1) return "strategy=2 splits each row over blocks: split must be above 1";
+    if (c.at("cached") == 0) return "strategy=2 holds each slice in registers: cached must be 1";
+    if (s.at("cols") < kSplitMinCols) {
+      return fmt::format("strategy=2 is for rows of {} or more elements, which one block cannot hold; cols={}",
+                         kSplitMinCols, s.at("cols"));
+    }
+    if (s.at("rows") * c.at("split") > 2147483647) {
+      return fmt::format("rows={} x split={} blocks exceed a grid's 2^31 - 1", s.at("rows"), c.at("split"));
+    }
+    const std::int64_t capacity = c.at("block") * c.at("elems");
+    const std::int64_t slice = slice_bound(c, s);
+    if (slice > capacity || 2 * slice <= capacity) {
+      return fmt::format("a slice of cols={} / split={} is up to {} elements, against block={} x elems={} = {}: it "
+                         "must fit, and need more than half",
+                         s.at("cols"), c.at("split"), slice, c.at("block"), c.at("elems"), capacity);
+    }
+    // The access-width and row-length rules are those of a streamed block per row.
+    Config streamed = c;
+    streamed["strategy"] = 1;
+    streamed["cached"] = 0;
+    return row_violation(streamed, s);
+  };
+  d.name_expression = [row_name = d.name_expression](const Config& c, const Shape& s, const DtypeInfo& t) {
+    if (!split_rows(c)) return row_name(c, s, t);
+    return fmt::format("gmjit::softmax_split<{}, {}, {}, {}, {}>", t.cpp_type, c.at("block"), c.at("elems"),
+                       access_bytes(c, s, t), c.at("split"));
+  };
+  d.geometry = [row_geometry = d.geometry](const Config& c, const Shape& s, const DtypeInfo& t) {
+    if (!split_rows(c)) return row_geometry(c, s, t);
+    LaunchGeometry g;
+    g.grid[0] = static_cast<unsigned>(s.at("rows") * c.at("split"));
+    g.block[0] = static_cast<unsigned>(c.at("block"));
+    return g;
+  };
   d.tensors = [](const Shape& s) {
     const std::int64_t n = s.at("rows") * s.at("cols");
-    return std::vector<TensorArg>{{"x", n, false}, {"y", n, true}};
+    TensorArg workspace{"workspace", split_workspace_words(s), false, "u32", true};
+    return std::vector<TensorArg>{{"x", n, false}, {"y", n, true}, workspace};
   };
   d.add_scalars = [](detail::KernelArgs& args, const Shape& s) {
     args.add(static_cast<long long>(s.at("rows"))).add(static_cast<int>(s.at("cols")));
@@ -30,7 +107,7 @@ KernelDescriptor softmax_descriptor() {
   };
   d.work = [](const Config& c, const Shape& s, const DtypeInfo& t) {
     const double n = static_cast<double>(s.at("rows")) * static_cast<double>(s.at("cols"));
-    const bool cached = c.at("cached") != 0;
+    const bool cached = c.at("cached") != 0;  // strategy=2 is always cached
     Work w;
     // Read once, written once. The second read of cached=0 comes from L2 while the rows in flight
     // fit there: about 2048 threads per SM on 132 SMs, against half of a 50 MB L2 (H200) for the

@@ -200,6 +200,96 @@ __device__ __noinline__ void softmax_rows_unaligned(const T* __restrict__ x, T* 
   softmax_rows<T, kRowThreads, kBlock, 4, static_cast<int>(sizeof(T)), false>(x, y, rows, cols, scratch);
 }
 
+// A row split over kSplit blocks, one slice each, held in registers as in the cached path. Each
+// block publishes its slice's (max, sum) in the workspace and waits for the row's other slices,
+// so a row longer than a block's registers is still read once. The workspace (zeroed once)
+// holds a ticket counter, then per row an arrival count and kSplit pairs.
+//
+// Slices are handed out in ticket order, not by blockIdx: a block only ever waits for slices of
+// its own row, which are taken by blocks that already run or by the next blocks to start, so the
+// wait cannot deadlock while kSplit blocks fit the GPU at once. A row's arrival count only grows,
+// by 32 a launch whatever kSplit (each slice adds 32 / kSplit), so a block's own arrival tells it
+// which multiple of 32 completes its row, also on a workspace that launches of another kSplit
+// used before, and neither a reset nor wrapping at 2^32 disturbs it.
+struct SplitWorkspace {
+  unsigned* tickets;
+  unsigned* arrivals;
+  float2* pairs;
+  __device__ SplitWorkspace(unsigned* words, long long rows)
+      : tickets(words), arrivals(words + 2), pairs(reinterpret_cast<float2*>(words + 2 + ((rows + 1) & ~1ll))) {}
+};
+
+__device__ __forceinline__ unsigned load_acquire(const unsigned* address) {
+  unsigned value;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(value) : "l"(address) : "memory");
+  return value;
+}
+
+template <typename T, int kBlock, int kElems, int kBytes, int kSplit>
+__device__ __forceinline__ void softmax_slice(const T* __restrict__ x, T* __restrict__ y, unsigned* __restrict__ words,
+                                              long long rows, int cols, float2 (*scratch)[kBlock / 32]) {
+  constexpr int kPer = kBytes / static_cast<int>(sizeof(T));
+  __shared__ unsigned ticket_shared;
+  __shared__ float2 row_shared;
+  const SplitWorkspace workspace(words, rows);
+  const int t = static_cast<int>(threadIdx.x);
+  if (t == 0) {
+    const unsigned ticket = atomicAdd(workspace.tickets, 1u);
+    // Every block takes exactly one ticket, so the last one is taken after all the others.
+    if (ticket == static_cast<unsigned>(rows * kSplit) - 1u) atomicExch(workspace.tickets, 0u);
+    ticket_shared = ticket;
+  }
+  __syncthreads();
+  const long long row = ticket_shared / kSplit;
+  const int part = static_cast<int>(ticket_shared % kSplit);
+  // Slices are whole accesses, so each starts on an access boundary.
+  const int span = (cols + kSplit * kPer - 1) / (kSplit * kPer) * kPer;
+  const int begin = part * span;
+  const int length = max(0, min(span, cols - begin));
+  const T* __restrict__ xs = x + row * cols + begin;
+  float v[kElems];
+  load_chunk<T, kBlock, kElems, kBytes>(xs, length, 0, t, v);
+  float m = lowest();
+#pragma unroll
+  for (int j = 0; j < kElems; ++j) m = fmaxf(m, v[j]);
+  float s = 0.f;
+#pragma unroll
+  for (int j = 0; j < kElems; ++j) {
+    v[j] = exp_diff(v[j], m);
+    s += v[j];
+  }
+  float slice_m = m, slice_s = s;
+  block_merge<kBlock / 32>(slice_m, slice_s, scratch[0]);
+  if (t < 32) {
+    float2* pairs = workspace.pairs + row * kSplit;
+    unsigned* arrivals = workspace.arrivals + row;
+    unsigned generation = 0;
+    if (t == 0) {
+      pairs[part] = make_float2(slice_m, slice_s);
+      __threadfence();  // the pair is visible before the arrival that announces it
+      const unsigned before = atomicAdd(arrivals, 32u / kSplit);
+      generation = before - before % 32u;
+    }
+    generation = __shfl_sync(0xffffffffu, generation, 0);
+    // Each lane acquires the count itself, so its read of a pair below is ordered after it.
+    while (load_acquire(arrivals) - generation < 32u) {
+    }
+    float row_m = lowest(), row_s = 0.f;
+    if (t < kSplit) {
+      const float2 pair = __ldcg(pairs + t);
+      row_m = pair.x;
+      row_s = pair.y;
+    }
+    warp_merge(row_m, row_s);
+    if (t == 0) row_shared = make_float2(row_m, row_s);
+  }
+  __syncthreads();
+  const float scale = exp_diff(m, row_shared.x) / row_shared.y;
+#pragma unroll
+  for (int j = 0; j < kElems; ++j) v[j] *= scale;
+  store_chunk<T, kBlock, kElems, kBytes>(y + row * cols + begin, length, 0, t, v);
+}
+
 }  // namespace softmax_detail
 
 // T is float or __nv_bfloat16. kRowThreads is 32 (a warp per row) or kBlock (a block per row).
@@ -209,7 +299,7 @@ __device__ __noinline__ void softmax_rows_unaligned(const T* __restrict__ x, T* 
 // Always: cols + kRowThreads * kElems < 2^31. The grid strides over rows, so any grid works.
 template <typename T, int kRowThreads, int kBlock, int kElems, int kVecBytes, bool kCached>
 __global__ void __launch_bounds__(kBlock)
-    softmax(const T* __restrict__ x, T* __restrict__ y, long long rows, int cols) {
+    softmax(const T* __restrict__ x, T* __restrict__ y, unsigned* __restrict__, long long rows, int cols) {
   using namespace softmax_detail;
   static_assert(IsSame<T, float>::kValue || IsSame<T, __nv_bfloat16>::kValue,
                 "softmax: T must be float or __nv_bfloat16");
@@ -237,6 +327,38 @@ __global__ void __launch_bounds__(kBlock)
       softmax_rows<T, kRowThreads, kBlock, kElems, kVecBytes, kCached>(x, y, rows, cols, scratch);
     } else {
       softmax_rows_unaligned<T, kRowThreads, kBlock>(x, y, rows, cols, scratch);
+    }
+  }
+}
+
+// The same softmax with each row split over kSplit blocks (see softmax_slice): one block per
+// slice, rows * kSplit blocks, each slice at most kBlock * kElems elements. kSplit is a power of
+// two up to 32 and must not exceed the blocks the GPU runs at once. The workspace holds
+// 2 + rows (rounded up to even) + 2 * kSplit * rows words, zeroed before the first launch.
+template <typename T, int kBlock, int kElems, int kVecBytes, int kSplit>
+__global__ void __launch_bounds__(kBlock)
+    softmax_split(const T* __restrict__ x, T* __restrict__ y, unsigned* __restrict__ workspace, long long rows,
+                  int cols) {
+  using namespace softmax_detail;
+  static_assert(kSplit >= 2 && kSplit <= 32 && (kSplit & (kSplit - 1)) == 0,
+                "softmax_split: kSplit must be a power of two in [2, 32]");
+  static_assert(kBlock >= 32 && kBlock <= 1024 && kBlock % 32 == 0,
+                "softmax_split: kBlock must be a multiple of 32 in [32, 1024]");
+  static_assert(kElems >= 1 && kElems * static_cast<int>(sizeof(T)) % kVecBytes == 0,
+                "softmax_split: kElems must be whole accesses of kVecBytes");
+  __shared__ float2 scratch[1][kBlock / 32];
+  constexpr int kBytes = static_cast<int>(sizeof(T));
+  if constexpr (kVecBytes == kBytes) {
+    softmax_slice<T, kBlock, kElems, kBytes, kSplit>(x, y, workspace, rows, cols, scratch);
+  } else {
+    const unsigned long long misaligned =
+        (reinterpret_cast<unsigned long long>(x) | reinterpret_cast<unsigned long long>(y) |
+         static_cast<unsigned long long>(cols) * kBytes) &
+        (kVecBytes - 1);
+    if (misaligned == 0) {
+      softmax_slice<T, kBlock, kElems, kVecBytes, kSplit>(x, y, workspace, rows, cols, scratch);
+    } else {
+      softmax_slice<T, kBlock, kElems, kBytes, kSplit>(x, y, workspace, rows, cols, scratch);
     }
   }
 }

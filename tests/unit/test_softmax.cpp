@@ -16,8 +16,9 @@ const KernelDescriptor& softmax() { return find_kernel("softmax"); }
 
 Shape shape(std::int64_t rows, std::int64_t cols) { return {{"rows", rows}, {"cols", cols}}; }
 
-Config config(std::int64_t strategy, std::int64_t block, std::int64_t elems, std::int64_t vec, std::int64_t cached) {
-  return {{"strategy", strategy}, {"block", block}, {"elems", elems}, {"vec", vec}, {"cached", cached}};
+Config config(std::int64_t strategy, std::int64_t block, std::int64_t elems, std::int64_t vec, std::int64_t cached,
+              std::int64_t split = 1) {
+  return {{"strategy", strategy}, {"block", block}, {"elems", elems}, {"vec", vec}, {"cached", cached}, {"split", split}};
 }
 
 std::size_t count_if_valid(const Shape& s, const std::function<bool(const Config&)>& predicate) {
@@ -37,7 +38,9 @@ TEST(Softmax, IsABuiltInWithFp32First) {
   const auto reached = reachable_headers(k.header);
   EXPECT_NE(std::find(reached.begin(), reached.end(), "gmjit/row_access.cuh"), reached.end());
   EXPECT_NE(find_header("gmjit/row_access.cuh")->find("cuda_bf16.h"), std::string::npos);
-  EXPECT_EQ(all_configs(k).size(), 128u) << "the domains stay small enough to tune exhaustively";
+  // 3 strategies x 4 blocks x 4 elems x 2 vec x 2 cached x 5 splits; the rules leave at most 152
+  // for any one shape (below), few enough to tune exhaustively.
+  EXPECT_EQ(all_configs(k).size(), 960u);
   EXPECT_TRUE(k.work);
 }
 
@@ -66,10 +69,22 @@ TEST(Softmax, ValidConfigsPerShape) {
   EXPECT_EQ(count_if_valid(shape(8192, 8192),
                            [](const Config& c) { return c.at("cached") == 1 && c.at("strategy") == 0; }),
             0u);
-  // 32000 columns still fit 1024 threads x 32; 393216 fit nowhere.
-  EXPECT_EQ(count_if_valid(shape(4096, 32000), [](const Config& c) { return c.at("cached") == 1; }), 2u);
-  EXPECT_EQ(count_if_valid(shape(2, 393216), [](const Config& c) { return c.at("cached") == 1; }), 0u);
-  EXPECT_EQ(valid_configs(softmax(), shape(2, 393216)).size(), 64u);
+  // 32000 columns still fit 1024 threads x 32 with a block per row (2), and split into slices
+  // of 8000, 4000, 2000 or 1000 that fit more than half of block x elems: 3 + 4 + 3 + 2, with
+  // vec 0 and 1. No block holds 393216: only slices of 24576 (1024 x 32) or 12288 (512 x 32,
+  // 1024 x 16) do.
+  const auto split = [](const Config& c) { return c.at("strategy") == 2; };
+  EXPECT_EQ(count_if_valid(shape(4096, 32000), [](const Config& c) { return c.at("cached") == 1; }), 26u);
+  EXPECT_EQ(count_if_valid(shape(4096, 32000), split), 24u);
+  EXPECT_EQ(count_if_valid(shape(2, 393216), [](const Config& c) { return c.at("cached") == 1; }), 6u);
+  EXPECT_EQ(count_if_valid(shape(2, 393216), split), 6u);
+  EXPECT_EQ(valid_configs(softmax(), shape(2, 393216)).size(), 70u);
+  EXPECT_EQ(count_if_valid(shape(8192, 8192), split), 0u) << "one block holds 8192";
+  std::size_t most = 0;
+  for (const auto& s : {shape(1, 131072), shape(4096, 32000), shape(32768, 128), shape(1, 1000003)}) {
+    most = std::max(most, valid_configs(softmax(), s).size());
+  }
+  EXPECT_LE(most, 152u);
   // A warp caches up to 32 x 32 = 1024 columns.
   EXPECT_EQ(softmax().violation(config(0, 128, 32, 1, 1), shape(1, 1024)), "");
   EXPECT_NE(softmax().violation(config(0, 128, 32, 1, 1), shape(1, 1026)), "");
@@ -94,6 +109,41 @@ TEST(Softmax, ViolationsSayWhy) {
     EXPECT_EQ(e.kind(), ErrorKind::usage);
     EXPECT_NE(e.message().find("cached=1"), std::string::npos) << e.message();
   }
+}
+
+TEST(Softmax, SplitRowsRulesNamesGeometryAndWorkspace) {
+  const auto& k = softmax();
+  const auto& fp32 = dtype_info("fp32");
+  const auto& bf16 = dtype_info("bf16");
+  const Shape long_rows = shape(4096, 393216);
+  EXPECT_EQ(k.violation(config(2, 1024, 32, 1, 1, 16), long_rows), "");
+  EXPECT_EQ(k.violation(config(2, 512, 32, 1, 1, 32), long_rows), "");
+  EXPECT_NE(k.violation(config(2, 512, 32, 1, 1, 16), long_rows).find("must fit"), std::string::npos);
+  EXPECT_NE(k.violation(config(2, 1024, 32, 1, 1, 32), long_rows).find("more than half"), std::string::npos);
+  EXPECT_NE(k.violation(config(2, 1024, 32, 1, 0, 16), long_rows).find("cached must be 1"), std::string::npos);
+  EXPECT_NE(k.violation(config(2, 1024, 32, 1, 1, 1), long_rows).find("split must be above 1"), std::string::npos);
+  EXPECT_NE(k.violation(config(1, 1024, 32, 1, 0, 16), long_rows).find("strategy=2 only"), std::string::npos);
+  EXPECT_NE(k.violation(config(2, 128, 4, 1, 1, 4), shape(8, 2048)).find("16384"), std::string::npos);
+  // The access-width rule of every row kernel holds for slices too.
+  EXPECT_NE(k.violation(config(2, 128, 32, 0, 1, 32), shape(1, 131071)).find("vec=0"), std::string::npos);
+
+  EXPECT_EQ(k.name_expression(config(2, 1024, 32, 1, 1, 16), long_rows, fp32),
+            "gmjit::softmax_split<float, 1024, 32, 16, 16>");
+  EXPECT_EQ(k.name_expression(config(2, 128, 32, 1, 1, 32), shape(1, 131072), bf16),
+            "gmjit::softmax_split<__nv_bfloat16, 128, 32, 16, 32>");
+  const auto g = k.geometry(config(2, 1024, 32, 1, 1, 16), long_rows, fp32);
+  EXPECT_EQ(g.grid[0], 4096u * 16);
+  EXPECT_EQ(g.block[0], 1024u);
+
+  // Rows long enough to split get a ticket word, a pad, an arrival count per row and 32 pairs
+  // per row; shorter ones only the two words no kernel of theirs touches.
+  const auto tensors = k.tensors(shape(3, 131072));
+  ASSERT_EQ(tensors.size(), 3u);
+  EXPECT_TRUE(tensors[2].workspace);
+  EXPECT_EQ(tensors[2].dtype, "u32");
+  EXPECT_EQ(tensors[2].elements, 2 + 4 + 2 * 32 * 3);
+  EXPECT_EQ(k.tensors(shape(8192, 8192))[2].elements, 2);
+  EXPECT_DOUBLE_EQ(k.work(config(2, 1024, 32, 1, 1, 16), long_rows, fp32).bytes, 2.0 * 4096 * 393216 * 4);
 }
 
 TEST(Softmax, NameExpressionsPickTheWidestAlignedAccess) {
@@ -153,7 +203,7 @@ TEST(Softmax, GeometryAtEdgeSizes) {
 TEST(Softmax, TensorsScalarsWorkAndTolerance) {
   const auto& k = softmax();
   const auto tensors = k.tensors(shape(3, 127));
-  ASSERT_EQ(tensors.size(), 2u);
+  ASSERT_EQ(tensors.size(), 3u);
   EXPECT_EQ(tensors[0].name, "x");
   EXPECT_FALSE(tensors[0].output);
   EXPECT_EQ(tensors[0].elements, 381);
