@@ -34,7 +34,8 @@ void Kernel::reserve_dynamic_shared(unsigned bytes) {
                             "device's opt-in limit of {}",
                             lowered_name_, total, attributes_.static_shared_bytes, bytes, optin));
   }
-  if (bytes > 48 * 1024) {
+  // The 48 KB a block gets without opting in covers static and dynamic shared memory together.
+  if (total > 48 * 1024) {
     GMJIT_CU(api.cuFuncSetAttribute(function_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                     static_cast<int>(bytes)));
   }

@@ -273,12 +273,15 @@ __device__ __forceinline__ void write_loaded(const float (&v)[kElems], const uns
 // is in registers). layernorm can then afford the exact two-pass: a plain sum gives the mean, and
 // the squared deviations from it are summed from the registers. Two merges of one float cost fewer
 // dependent instructions than one of (count, mean, M2) with a division a step. Each merge has its
-// own scratch array, so consecutive merges alternate arrays as block_merge needs.
+// own scratch array, so consecutive merges alternate arrays as block_merge needs. Where the slice
+// takes half of a thread's registers or more (1024 threads x 32 fp32: 64 registers), the second
+// pass's live values made ptxas 13.0 spill 48 bytes, so those keep the single (count, mean, M2)
+// merge.
 template <bool kLayer, typename T, int kRowThreads, int kBlock, int kElems, int kBytes>
 __device__ __forceinline__ void cached_statistics(const float (&v)[kElems], int cols, int t, float eps,
                                                   typename PartialOf<kLayer>::Type (*scratch)[kBlock / 32],
                                                   int parity, float& shift, float& scale) {
-  if constexpr (kLayer) {
+  if constexpr (kLayer && 2 * kElems < 65536 / kBlock) {
     constexpr int kPer = kBytes / static_cast<int>(sizeof(T));
     __shared__ SquareSum sums[2][kBlock / 32];
     SquareSum sum{0.f};
@@ -300,7 +303,7 @@ __device__ __forceinline__ void cached_statistics(const float (&v)[kElems], int 
     shift = mean;
     scale = rsqrtf(deviations.s / static_cast<float>(cols) + eps);
   } else {
-    SquareSum p;
+    typename PartialOf<kLayer>::Type p;
     chunk_partial<T, kRowThreads, kElems, kBytes>(v, cols, 0, t, p);
     row_merge<kRowThreads, kBlock>(p, scratch, parity);
     finish(p, cols, eps, shift, scale);
