@@ -4,7 +4,7 @@
 #   tests  the gpu tier with GMJIT_REQUIRE_GPU=1, the default sweep, the runtime benchmark
 #   tuner  the tuner's benchmarks against Triton's autotuner (issue 4)
 #   memory the memory-bound kernels against a device-to-device copy and torch (issue 5); it expects
-#          the shapes file at $1/memory_bound.json
+#          the shapes file at $1/memory_bound.json, or at $MEMORY_SHAPES (a subset in the same format)
 #   all    tests and tuner, then the older benchmarks (compile, sgemm, cache) and the unit and nvrtc
 #          tiers (not memory or multigpu: with them the call would pass 10 minutes)
 #   multigpu  sweep throughput of the llm preset on one GPU against --devices all (issue 6), and
@@ -145,17 +145,18 @@ fi
 if [ "$part" = memory ]; then
 here="$(cd "$(dirname "$0")" && pwd)"
 memory_cache="$(mktemp -d)/gmjit.db"
+shapes=${MEMORY_SHAPES:-$bin/memory_bound.json}
 only=${MEMORY_KERNELS:+--kernels $MEMORY_KERNELS}  # e.g. MEMORY_KERNELS=prefix_sum,softmax
 # shellcheck disable=SC2086  # extra flags, word-split on purpose
-TAIL=6 step memory_sweep env GMJIT_CACHE="$memory_cache" timeout 300 "$bin/gmtune" sweep --shapes "$bin/memory_bound.json" \
+TAIL=6 step memory_sweep env GMJIT_CACHE="$memory_cache" timeout 300 "$bin/gmtune" sweep --shapes "$shapes" \
   ${MEMORY_SWEEP_ARGS:---strategy exhaustive} $only
 TAIL=40 step memory_show env GMJIT_CACHE="$memory_cache" timeout 20 "$bin/gmtune" show
 TAIL=6 step memory_verify env GMJIT_CACHE="$memory_cache" timeout 20 "$bin/gmtune" verify
 GMJIT_CACHE="$memory_cache" "$bin/gmtune" show --json >"$out/memory_winners.json" 2>/dev/null || true
 # shellcheck disable=SC2086
-TAIL=40 step torch_memory timeout 100 python3 -u "$here/torch_memory.py" --shapes "$bin/memory_bound.json" \
+TAIL=40 step torch_memory timeout 100 python3 -u "$here/torch_memory.py" --shapes "$shapes" \
   --json-out "$out/torch_memory.json" $only
 TAIL=55 step bench_memory env GMJIT_CACHE="$memory_cache" timeout 130 "$bin/bench_memory" --cache "$memory_cache" \
-  --shapes "$bin/memory_bound.json" --torch "$out/torch_memory.json" --json-out "$out/bench_memory.json" --tune-seconds 5 $only
+  --shapes "$shapes" --torch "$out/torch_memory.json" --json-out "$out/bench_memory.json" --tune-seconds 5 $only
 fi
 exit $status

@@ -39,7 +39,7 @@ KernelDescriptor prefix_sum_descriptor() {
   d.problem_keys = {"n"};
   d.dtypes = {"fp32"};
   d.params = {
-      {"block", {128, 256, 512}, "threads per block (one block per tile)"},
+      {"block", {128, 256, 512}, "threads per block"},
       {"items", {8, 16, 32}, "consecutive elements each thread scans in registers"},
       {"stages", {1, 2, 3},
        "1: one block per tile; 2-3: persistent blocks, each with a ring of that many tiles whose copies "
