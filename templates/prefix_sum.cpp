@@ -12,8 +12,9 @@ namespace {
 constexpr std::int64_t kSmallestTile = 128 * 8;
 // Static shared memory a block may hold: the staged tile (one pad word in 33) under 48 KB.
 constexpr std::int64_t kLargestTile = 8192;
-// The ring of a persistent block: at most 96 KB, so two blocks still share an SM.
-constexpr std::int64_t kLargestRingBytes = 96 * 1024;
+// The ring of a persistent block: at most 192 KB (of the 227 KB a block may hold), so tiles of
+// 16384 elements, which halve the look-back chain against 8192, can run with two or three stages.
+constexpr std::int64_t kLargestRingBytes = 192 * 1024;
 // The smallest persistent grid in the domain; each larger value doubles it.
 constexpr std::int64_t kSmallestGrid = 132;
 
@@ -25,9 +26,8 @@ std::int64_t ring_bytes(const Config& c) { return c.at("stages") * tile(c) * 4; 
 
 std::int64_t prefix_sum_workspace_words(std::int64_t n) {
   const std::int64_t tiles = ceil_div(n, kSmallestTile);
-  // Counter, epoch, a flag per tile (padded to an even count), then an aggregate and an inclusive
-  // sum per tile as doubles.
-  return 2 + tiles + 1 + 4 * tiles;
+  // Counter, epoch, two words of padding, then per tile two 64-bit words (status and value).
+  return 4 + 4 * tiles;
 }
 
 KernelDescriptor prefix_sum_descriptor() {
@@ -48,7 +48,7 @@ KernelDescriptor prefix_sum_descriptor() {
   };
   d.default_config = {{"block", 256}, {"items", 16}, {"stages", 1}, {"blocks", 0}};
   d.constraints_doc = "stages=1: block * items <= 8192 (the staged tile fits 48 KB of static shared memory) and "
-                      "blocks=0; stages>1: a ring of stages * block * items * 4 bytes <= 96 KB and blocks > 0";
+                      "blocks=0; stages>1: a ring of stages * block * items * 4 bytes <= 192 KB and blocks > 0";
   d.violation = [](const Config& c, const Shape& s) -> std::string {
     if (!persistent(c)) {
       if (tile(c) > kLargestTile) {
@@ -101,7 +101,7 @@ KernelDescriptor prefix_sum_descriptor() {
     w.bytes = 8.0 * static_cast<double>(s.at("n"));
     w.flops = 3.0 * static_cast<double>(s.at("n"));
     w.shared_bytes = persistent(c) ? ring_bytes(c) + 64 : tile(c) * 4 * 33 / 32 + 64;
-    w.registers = static_cast<int>(c.at("items") + 24);
+    w.registers = static_cast<int>(c.at("items") / 2 + 24);  // the runs wait in shared memory, not registers
     return w;
   };
   // Tile sums travel in double and every output is rounded once, so the error is a few fp32

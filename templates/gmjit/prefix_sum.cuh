@@ -5,31 +5,56 @@
 // input is read once and the output written once.
 //
 // The workspace (unsigned words, zeroed once by the caller) holds a tile counter, an epoch and
-// per-tile flags and sums. Tiles are numbered in the order blocks start (the counter), so a block
-// only ever waits on blocks that already run. Flags carry the epoch of the launch that wrote
-// them; the block of the last tile resets the counter and advances the epoch, so the next launch
-// reads the previous launch's flags as "not yet published" without a memset.
+// per tile a pair of 64-bit words, each a status with its value (see Published). Tiles are
+// numbered in the order blocks start (the counter), so a block only ever waits on blocks that
+// already run. Statuses carry the epoch of the launch that wrote them; the block of the last tile
+// resets the counter and advances the epoch, so the next launch reads the previous launch's
+// words as "not yet published" without a memset.
 
 namespace gmjit {
 namespace prefix_sum_detail {
 
 enum : unsigned { kNotReady = 0, kAggregate = 1, kInclusive = 2, kEpochMask = 0x3fffffffu };
 
-__device__ inline unsigned load_acquire(const unsigned* address) {
-  unsigned value;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(value) : "l"(address) : "memory");
+// The status sits beside its value in one 64-bit word, so a reader learns both in one load and a
+// writer needs no fence between them: the look-back chain pays one L2 round trip per window of
+// 32 predecessors instead of three (flag, then value, then the release fence of the next publish).
+// An inclusive sum is a double split into two floats, one per word; a reader takes it only once
+// both words show it, since each is written once per launch.
+struct Published {
+  unsigned long long high;  // (epoch << 2 | status) << 32 | float bits: the aggregate or the sum's high part
+  unsigned long long low;   // the same for the inclusive sum's low part
+};
+
+__device__ inline unsigned long long pack(unsigned epoch, unsigned status, float value) {
+  return static_cast<unsigned long long>(((epoch & kEpochMask) << 2) | status) << 32 | __float_as_uint(value);
+}
+
+__device__ inline unsigned status_of(unsigned long long word, unsigned epoch) {
+  const unsigned flag = static_cast<unsigned>(word >> 32);
+  return (flag >> 2) == (epoch & kEpochMask) ? flag & 3u : kNotReady;
+}
+
+__device__ inline float value_of(unsigned long long word) { return __uint_as_float(static_cast<unsigned>(word)); }
+
+__device__ inline unsigned long long load_relaxed(const unsigned long long* address) {
+  unsigned long long value;
+  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(value) : "l"(address) : "memory");
   return value;
 }
 
-__device__ inline void store_release(unsigned* address, unsigned value) {
-  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(address), "r"(value) : "memory");
+__device__ inline void store_relaxed(unsigned long long* address, unsigned long long value) {
+  asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(address), "l"(value) : "memory");
 }
 
-// Sums are read at L2, never from a possibly stale L1 line.
-__device__ inline double load_relaxed(const double* address) {
-  double value;
-  asm volatile("ld.relaxed.gpu.global.f64 %0, [%1];" : "=d"(value) : "l"(address) : "memory");
-  return value;
+__device__ inline void publish_aggregate(Published* tile, unsigned epoch, float aggregate) {
+  store_relaxed(&tile->high, pack(epoch, kAggregate, aggregate));
+}
+
+__device__ inline void publish_inclusive(Published* tile, unsigned epoch, double inclusive) {
+  const float high = static_cast<float>(inclusive);
+  store_relaxed(&tile->low, pack(epoch, kInclusive, static_cast<float>(inclusive - static_cast<double>(high))));
+  store_relaxed(&tile->high, pack(epoch, kInclusive, high));
 }
 
 __device__ inline unsigned load_relaxed(const unsigned* address) {
@@ -56,22 +81,24 @@ __device__ inline float warp_inclusive_scan(float value, int lane) {
 }
 
 // The sum of every tile before `tile`, in double: 32 predecessors at a time, one per lane, each
-// waiting for its predecessor's flag; a window stops at the nearest inclusive sum it sees.
-__device__ inline double look_back(const unsigned* flags, const double* aggregates, const double* inclusives,
-                                   long long tile, unsigned epoch, int lane) {
+// waiting until its predecessor has published; a window stops at the nearest inclusive sum it sees.
+__device__ inline double look_back(const Published* published, long long tile, unsigned epoch, int lane) {
   double exclusive = 0.0;
   for (long long predecessor = tile - 1 - lane;; predecessor -= 32) {
-    unsigned state = kInclusive;  // before tile 0: an inclusive sum of zero
+    unsigned status = kInclusive;  // before tile 0: an inclusive sum of zero
     double value = 0.0;
     if (predecessor >= 0) {
-      unsigned flag;
+      unsigned long long high;
+      unsigned long long low;
       do {
-        flag = load_acquire(flags + predecessor);
-      } while ((flag >> 2) != (epoch & kEpochMask) || (flag & 3u) == kNotReady);
-      state = flag & 3u;
-      value = load_relaxed(state == kInclusive ? inclusives + predecessor : aggregates + predecessor);
+        high = load_relaxed(&published[predecessor].high);
+        low = load_relaxed(&published[predecessor].low);
+        status = status_of(high, epoch);
+      } while (status == kNotReady || (status == kInclusive && status_of(low, epoch) != kInclusive));
+      value = value_of(high);
+      if (status == kInclusive) value += value_of(low);
     }
-    const unsigned inclusive_lanes = __ballot_sync(0xffffffffu, state == kInclusive);
+    const unsigned inclusive_lanes = __ballot_sync(0xffffffffu, status == kInclusive);
     // Lane order is tile order backwards: lanes past the nearest inclusive sum are already in it.
     const int nearest = inclusive_lanes ? __ffs(inclusive_lanes) - 1 : 32;
     exclusive += warp_sum(lane <= nearest ? value : 0.0);
@@ -83,9 +110,8 @@ __device__ inline double look_back(const unsigned* flags, const double* aggregat
 // element before this thread's first one, in double. Every thread of the block calls it with the
 // total of its own run of items; it holds __syncthreads, so all of the block must reach it.
 template <int Block>
-__device__ double tile_start(float thread_total, long long tile, unsigned epoch, unsigned* flags,
-                             double* aggregates, double* inclusives, float* warp_totals,
-                             double* exclusive_shared) {
+__device__ double tile_start(float thread_total, long long tile, unsigned epoch, Published* published,
+                             float* warp_totals, double* exclusive_shared) {
   constexpr int kWarps = Block / 32;
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
@@ -98,23 +124,14 @@ __device__ double tile_start(float thread_total, long long tile, unsigned epoch,
     const float warp_total = lane < kWarps ? warp_totals[lane] : 0.0f;
     const float warps_inclusive = warp_inclusive_scan(warp_total, lane);
     if (lane < kWarps) warp_totals[lane] = warps_inclusive;
-    const double aggregate = __shfl_sync(0xffffffffu, warps_inclusive, kWarps - 1);
+    const float aggregate = __shfl_sync(0xffffffffu, warps_inclusive, kWarps - 1);
     double exclusive = 0.0;
     if (tile == 0) {
-      if (lane == 0) {
-        inclusives[0] = aggregate;
-        store_release(flags, (epoch << 2) | kInclusive);
-      }
+      if (lane == 0) publish_inclusive(published, epoch, aggregate);
     } else {
-      if (lane == 0) {
-        aggregates[tile] = aggregate;
-        store_release(flags + tile, (epoch << 2) | kAggregate);
-      }
-      exclusive = look_back(flags, aggregates, inclusives, tile, epoch, lane);
-      if (lane == 0) {
-        inclusives[tile] = exclusive + aggregate;
-        store_release(flags + tile, (epoch << 2) | kInclusive);
-      }
+      if (lane == 0) publish_aggregate(published + tile, epoch, aggregate);
+      exclusive = look_back(published, tile, epoch, lane);
+      if (lane == 0) publish_inclusive(published + tile, epoch, exclusive + aggregate);
     }
     if (lane == 0) *exclusive_shared = exclusive;
   }
@@ -133,19 +150,14 @@ struct SplitStart {
   __device__ float operator()(float running) const { return high + (low + running); }
 };
 
-// Where the workspace keeps its parts for a launch of `tiles` tiles.
+// Where the workspace keeps its parts: the counter and epoch, two words of padding so that the
+// published pairs start 16-byte aligned, then a pair per tile.
 struct Workspace {
   unsigned* counter;
   unsigned* epoch;
-  unsigned* flags;
-  double* aggregates;
-  double* inclusives;
-  __device__ Workspace(unsigned* words, long long tiles)
-      : counter(words),
-        epoch(words + 1),
-        flags(words + 2),
-        aggregates(reinterpret_cast<double*>(words + 2 + ((tiles + 1) & ~1ll))),
-        inclusives(reinterpret_cast<double*>(words + 2 + ((tiles + 1) & ~1ll)) + tiles) {}
+  Published* published;
+  __device__ explicit Workspace(unsigned* words)
+      : counter(words), epoch(words + 1), published(reinterpret_cast<Published*>(words + 4)) {}
 };
 
 // The ring of staged tiles is swizzled by 16-byte chunk: chunk c sits at c ^ ((c >> 3) & 7), so
@@ -194,7 +206,7 @@ __global__ void __launch_bounds__(Block) prefix_sum(const float* __restrict__ x,
   __shared__ double exclusive_shared;
 
   const long long tiles = gridDim.x;
-  const Workspace state(workspace, tiles);
+  const Workspace state(workspace);
   const int thread = threadIdx.x;
   if (thread == 0) {
     tile_shared = atomicAdd(state.counter, 1u);
@@ -227,14 +239,17 @@ __global__ void __launch_bounds__(Block) prefix_sum(const float* __restrict__ x,
     }
   }
   __syncthreads();
-  float items[Items];
+  // Each thread scans its own run in place: the run's sums wait in shared memory, not in
+  // registers, through the look-back, which keeps the kernel at 40 registers instead of 64 for
+  // Items = 32 (4 blocks of 256 threads an SM instead of 6).
   float running = 0.0f;
 #pragma unroll
   for (int j = 0; j < Items; ++j) {
-    running += stage[padded(thread * Items + j)];
-    items[j] = running;
+    float& element = stage[padded(thread * Items + j)];
+    running += element;
+    element = running;
   }
-  const SplitStart start(tile_start<Block>(running, tile, epoch, state.flags, state.aggregates, state.inclusives,
+  const SplitStart start(tile_start<Block>(running, tile, epoch, state.published,
                                            warp_totals, &exclusive_shared));
   // Every block took its tile and read the epoch before publishing, and the block of the last
   // tile has seen all of them publish, so the workspace can be made ready for the next launch.
@@ -243,7 +258,10 @@ __global__ void __launch_bounds__(Block) prefix_sum(const float* __restrict__ x,
     atomicExch(state.epoch, epoch + 1);
   }
 #pragma unroll
-  for (int j = 0; j < Items; ++j) stage[padded(thread * Items + j)] = start(items[j]);
+  for (int j = 0; j < Items; ++j) {
+    float& element = stage[padded(thread * Items + j)];
+    element = start(element);
+  }
   __syncthreads();
   if (vectors) {
     float4* target = reinterpret_cast<float4*>(y + base);
@@ -286,7 +304,7 @@ __global__ void __launch_bounds__(Block) prefix_sum_pipelined(const float* __res
   __shared__ double exclusive_shared;
 
   const long long tiles = (n + kTile - 1) / kTile;
-  const Workspace state(workspace, tiles);
+  const Workspace state(workspace);
   const int thread = threadIdx.x;
   const bool aligned = ((reinterpret_cast<unsigned long long>(x) | reinterpret_cast<unsigned long long>(y)) & 15) == 0;
   const unsigned last_ticket = static_cast<unsigned>(tiles) + gridDim.x - 1;
@@ -346,23 +364,27 @@ __global__ void __launch_bounds__(Block) prefix_sum_pipelined(const float* __res
     __syncthreads();
 
     float4* ring = prefix_sum_ring + slot * kChunks;
-    float items[Items];
+    // As in prefix_sum, the run's sums wait in place through the look-back, not in registers, and
+    // each thread touches only its own chunks; the stores below read everyone's.
     float running = 0.0f;
 #pragma unroll
     for (int k = 0; k < Items / 4; ++k) {
-      const float4 chunk = ring[swizzled_chunk(thread * (Items / 4) + k)];
-      items[4 * k] = running += chunk.x;
-      items[4 * k + 1] = running += chunk.y;
-      items[4 * k + 2] = running += chunk.z;
-      items[4 * k + 3] = running += chunk.w;
+      float4& chunk = ring[swizzled_chunk(thread * (Items / 4) + k)];
+      const float4 values = chunk;
+      float4 sums;
+      sums.x = running += values.x;
+      sums.y = running += values.y;
+      sums.z = running += values.z;
+      sums.w = running += values.w;
+      chunk = sums;
     }
-    const SplitStart start(tile_start<Block>(running, tile, epoch, state.flags, state.aggregates, state.inclusives,
+    const SplitStart start(tile_start<Block>(running, tile, epoch, state.published,
                                              warp_totals, &exclusive_shared));
-    // Each thread overwrites only its own chunks; the stores below read everyone's.
 #pragma unroll
     for (int k = 0; k < Items / 4; ++k) {
-      ring[swizzled_chunk(thread * (Items / 4) + k)] =
-          make_float4(start(items[4 * k]), start(items[4 * k + 1]), start(items[4 * k + 2]), start(items[4 * k + 3]));
+      float4& chunk = ring[swizzled_chunk(thread * (Items / 4) + k)];
+      const float4 sums = chunk;
+      chunk = make_float4(start(sums.x), start(sums.y), start(sums.z), start(sums.w));
     }
     __syncthreads();
     if (aligned && base + kTile <= n) {
