@@ -13,6 +13,13 @@ namespace {
 constexpr std::int64_t kSplitMinCols = 16384;
 // The arrival counts grow by 32 a launch (see softmax_slice), so no row has more slices.
 constexpr std::int64_t kMaxSplit = 32;
+// A streamed slice is read twice, the second time from L2 if the slices in flight fit there:
+// 1/16 of a row or less (4096 x 393216 fp32: 132 SMs x 2048 threads in blocks of 1024 hold 264
+// slices, 25 MB at split=16, 13 MB at split=32; in blocks of 256, four times that, against a
+// 60 MB L2). Few elements per thread are its point: the registers then allow 2048 threads per SM,
+// so some blocks load while others wait for their row.
+constexpr std::int64_t kStreamedMinSplit = 16;
+constexpr std::int64_t kStreamedMaxElems = 8;
 
 bool split_rows(const Config& c) { return c.at("strategy") == 2; }
 
@@ -42,22 +49,22 @@ KernelDescriptor softmax_descriptor() {
   for (auto& param : d.params) {
     if (param.name != "strategy") continue;
     param.values.push_back(2);
-    param.doc += ", 2: a row split over `split` blocks, each holding its slice in registers (rows too long for "
-                 "one block)";
+    param.doc += ", 2: a row split over `split` blocks, each holding its slice in registers (cached=1) or "
+                 "streaming it twice, the second read from L2 (cached=0); rows too long for one block";
   }
   d.params.push_back({"split", {1, 4, 8, 16, 32}, "blocks per row with strategy=2; 1 otherwise"});
   d.default_config["split"] = 1;
   d.constraints_doc += fmt::format(
-      "; strategy=2: split > 1, cached=1, cols >= {}, and a slice of cols / split elements fits block * elems but "
-      "not half of it (a smaller block or elems holds it); split=1 otherwise",
-      kSplitMinCols);
+      "; strategy=2: split > 1, cols >= {}; with cached=1 a slice of cols / split elements fits block * elems but "
+      "not half of it (a smaller block or elems holds it); with cached=0 split >= {}, elems <= {}, vec=1 and "
+      "block * elems <= the slice; split=1 otherwise",
+      kSplitMinCols, kStreamedMinSplit, kStreamedMaxElems);
   d.violation = [row_violation = d.violation](const Config& c, const Shape& s) -> std::string {
     if (!split_rows(c)) {
       if (c.at("split") != 1) return fmt::format("split={} applies to strategy=2 only; use split=1", c.at("split"));
       return row_violation(c, s);
     }
     if (c.at("split") == 1) return "strategy=2 splits each row over blocks: split must be above 1";
-    if (c.at("cached") == 0) return "strategy=2 holds each slice in registers: cached must be 1";
     if (s.at("cols") < kSplitMinCols) {
       return fmt::format("strategy=2 is for rows of {} or more elements, which one block cannot hold; cols={}",
                          kSplitMinCols, s.at("cols"));
@@ -67,7 +74,23 @@ KernelDescriptor softmax_descriptor() {
     }
     const std::int64_t capacity = c.at("block") * c.at("elems");
     const std::int64_t slice = slice_bound(c, s);
-    if (slice > capacity || 2 * slice <= capacity) {
+    if (c.at("cached") == 0) {
+      if (c.at("split") < kStreamedMinSplit) {
+        return fmt::format("a streamed slice is reread from L2, so the rows in flight must fit there: split={} "
+                           "leaves slices of {} elements; use split >= {} or cached=1",
+                           c.at("split"), slice, kStreamedMinSplit);
+      }
+      if (c.at("elems") > kStreamedMaxElems || c.at("vec") != 1) {
+        return fmt::format("a streamed slice is for few registers and wide accesses: elems <= {} and vec=1 (got "
+                           "elems={}, vec={}); cached=1 holds larger slices",
+                           kStreamedMaxElems, c.at("elems"), c.at("vec"));
+      }
+      if (capacity > slice) {
+        return fmt::format("block={} x elems={} = {} elements is more than a slice of cols={} / split={} (about {}): "
+                           "threads would idle; use a smaller block or elems",
+                           c.at("block"), c.at("elems"), capacity, s.at("cols"), c.at("split"), slice);
+      }
+    } else if (slice > capacity || 2 * slice <= capacity) {
       return fmt::format("a slice of cols={} / split={} is up to {} elements, against block={} x elems={} = {}: it "
                          "must fit, and need more than half",
                          s.at("cols"), c.at("split"), slice, c.at("block"), c.at("elems"), capacity);
@@ -80,8 +103,8 @@ KernelDescriptor softmax_descriptor() {
   };
   d.name_expression = [row_name = d.name_expression](const Config& c, const Shape& s, const DtypeInfo& t) {
     if (!split_rows(c)) return row_name(c, s, t);
-    return fmt::format("gmjit::softmax_split<{}, {}, {}, {}, {}>", t.cpp_type, c.at("block"), c.at("elems"),
-                       access_bytes(c, s, t), c.at("split"));
+    return fmt::format("gmjit::softmax_split<{}, {}, {}, {}, {}, {}>", t.cpp_type, c.at("block"), c.at("elems"),
+                       access_bytes(c, s, t), c.at("split"), c.at("cached") != 0 ? "true" : "false");
   };
   d.geometry = [row_geometry = d.geometry](const Config& c, const Shape& s, const DtypeInfo& t) {
     if (!split_rows(c)) return row_geometry(c, s, t);
@@ -107,14 +130,17 @@ KernelDescriptor softmax_descriptor() {
   };
   d.work = [](const Config& c, const Shape& s, const DtypeInfo& t) {
     const double n = static_cast<double>(s.at("rows")) * static_cast<double>(s.at("cols"));
-    const bool cached = c.at("cached") != 0;  // strategy=2 is always cached
+    const bool cached = c.at("cached") != 0;
     Work w;
-    // Read once, written once. The second read of cached=0 comes from L2 while the rows in flight
-    // fit there: about 2048 threads per SM on 132 SMs, against half of a 50 MB L2 (H200) for the
-    // inputs; longer rows (4096 x 393216 fp32: 264 rows of 1.5 MB at a time) come from DRAM twice.
+    // Read once, written once. The second read of cached=0 comes from L2 while the rows (or
+    // slices) in flight fit there: about 2048 threads per SM on 132 SMs, against half of a 50 MB
+    // L2 (H200) for the inputs; longer rows (4096 x 393216 fp32: 264 rows of 1.5 MB at a time)
+    // come from DRAM twice.
     w.bytes = 2.0 * n * t.bytes;
-    const double rows_in_flight = std::min(static_cast<double>(s.at("rows")), 132.0 * 2048.0 / static_cast<double>(row_threads(c)));
-    if (!cached && rows_in_flight * static_cast<double>(s.at("cols")) * t.bytes > 25e6) w.bytes += n * t.bytes;
+    const double owners = split_rows(c) ? static_cast<double>(c.at("block")) : static_cast<double>(row_threads(c));
+    const double span = static_cast<double>(split_rows(c) ? slice_bound(c, s) : s.at("cols"));
+    const double in_flight = std::min(static_cast<double>(s.at("rows") * c.at("split")), 132.0 * 2048.0 / owners);
+    if (!cached && in_flight * span * t.bytes > 25e6) w.bytes += n * t.bytes;
     // Per element, cached: max, subtract, scale, exponent, add, multiply; streamed: one more
     // subtract, scale and exponent in the second pass.
     w.flops = (cached ? 6.0 : 9.0) * n;

@@ -118,6 +118,45 @@ __device__ __forceinline__ void store_chunk(T* __restrict__ row, int cols, int b
   }
 }
 
+// The first pass of a streamed row (or slice): this thread's running (max m, sum s) over its
+// elements, chunk by chunk, the sum rescaled when the max grows.
+template <typename T, int kThreads, int kElems, int kBytes>
+__device__ __forceinline__ void stream_partial(const T* __restrict__ row, int cols, int t, float& m, float& s) {
+  constexpr int kChunk = kThreads * kElems;
+  float v[kElems];
+  m = lowest();
+  s = 0.f;
+  // Memory-level parallelism comes from kElems; unrolling the chunks as well would only
+  // multiply the registers.
+#pragma unroll 1
+  for (int base = 0; base < cols; base += kChunk) {
+    load_chunk<T, kThreads, kElems, kBytes>(row, cols, base, t, v);
+    float chunk_m = m;
+#pragma unroll
+    for (int j = 0; j < kElems; ++j) chunk_m = fmaxf(chunk_m, v[j]);
+    s *= exp_diff(m, chunk_m);
+    m = chunk_m;
+#pragma unroll
+    for (int j = 0; j < kElems; ++j) s += exp_diff(v[j], m);
+  }
+}
+
+// The second pass: rereads the row (from L2 when the rows in flight fit there) and writes
+// e^(x - m) * inverse, with the whole row's m and 1 / sum.
+template <typename T, int kThreads, int kElems, int kBytes>
+__device__ __forceinline__ void stream_normalize(const T* __restrict__ x, T* __restrict__ y, int cols, int t, float m,
+                                                 float inverse) {
+  constexpr int kChunk = kThreads * kElems;
+  float v[kElems];
+#pragma unroll 1
+  for (int base = 0; base < cols; base += kChunk) {
+    load_chunk<T, kThreads, kElems, kBytes>(x, cols, base, t, v);
+#pragma unroll
+    for (int j = 0; j < kElems; ++j) v[j] = exp_diff(v[j], m) * inverse;
+    store_chunk<T, kThreads, kElems, kBytes>(y, cols, base, t, v);
+  }
+}
+
 template <int kRowThreads, int kBlock>
 __device__ __forceinline__ void row_merge(float& m, float& s, float2 (*scratch)[kBlock / 32], int parity) {
   if constexpr (kRowThreads == 32) {
@@ -141,8 +180,8 @@ __device__ __forceinline__ void softmax_rows(const T* __restrict__ x, T* __restr
        row < rows; row += step, parity ^= 1) {
     const T* __restrict__ xr = x + row * cols;
     T* __restrict__ yr = y + row * cols;
-    float v[kElems];
     if constexpr (kCached) {
+      float v[kElems];
       load_chunk<T, kRowThreads, kElems, kBytes>(xr, cols, 0, t, v);
       float m = lowest();
 #pragma unroll
@@ -162,30 +201,10 @@ __device__ __forceinline__ void softmax_rows(const T* __restrict__ x, T* __restr
       for (int j = 0; j < kElems; ++j) v[j] *= scale;
       store_chunk<T, kRowThreads, kElems, kBytes>(yr, cols, 0, t, v);
     } else {
-      float m = lowest();
-      float s = 0.f;
-      // Memory-level parallelism comes from kElems; unrolling the chunks as well would only
-      // multiply the registers.
-#pragma unroll 1
-      for (int base = 0; base < cols; base += kChunk) {
-        load_chunk<T, kRowThreads, kElems, kBytes>(xr, cols, base, t, v);
-        float chunk_m = m;
-#pragma unroll
-        for (int j = 0; j < kElems; ++j) chunk_m = fmaxf(chunk_m, v[j]);
-        s *= exp_diff(m, chunk_m);
-        m = chunk_m;
-#pragma unroll
-        for (int j = 0; j < kElems; ++j) s += exp_diff(v[j], m);
-      }
+      float m, s;
+      stream_partial<T, kRowThreads, kElems, kBytes>(xr, cols, t, m, s);
       row_merge<kRowThreads, kBlock>(m, s, scratch, parity);
-      const float inverse = 1.f / s;
-#pragma unroll 1
-      for (int base = 0; base < cols; base += kChunk) {
-        load_chunk<T, kRowThreads, kElems, kBytes>(xr, cols, base, t, v);
-#pragma unroll
-        for (int j = 0; j < kElems; ++j) v[j] = exp_diff(v[j], m) * inverse;
-        store_chunk<T, kRowThreads, kElems, kBytes>(yr, cols, base, t, v);
-      }
+      stream_normalize<T, kRowThreads, kElems, kBytes>(xr, yr, cols, t, m, 1.f / s);
     }
   }
 }
@@ -200,10 +219,13 @@ __device__ __noinline__ void softmax_rows_unaligned(const T* __restrict__ x, T* 
   softmax_rows<T, kRowThreads, kBlock, 4, static_cast<int>(sizeof(T)), false>(x, y, rows, cols, scratch);
 }
 
-// A row split over kSplit blocks, one slice each, held in registers as in the cached path. Each
-// block publishes its slice's (max, sum) in the workspace and waits for the row's other slices,
-// so a row longer than a block's registers is still read once. The workspace (zeroed once)
-// holds a ticket counter, then per row an arrival count and kSplit pairs.
+// A row split over kSplit blocks, one slice each, held in registers (kCached) or streamed twice.
+// Each block publishes its slice's (max, sum) in the workspace and waits for the row's other
+// slices, so a row longer than a block's registers is read from DRAM once: cached, the slice
+// stays in registers; streamed, it is reread from L2, which holds the few rows in flight, while
+// the smaller register footprint lets more blocks per SM keep loads in flight through the waits.
+// The workspace (zeroed once) holds a ticket counter, then per row an arrival count and kSplit
+// pairs.
 //
 // Slices are handed out in ticket order, not by blockIdx: a block only ever waits for slices of
 // its own row, which are taken by blocks that already run or by the next blocks to start, so the
@@ -225,7 +247,7 @@ __device__ __forceinline__ unsigned load_acquire(const unsigned* address) {
   return value;
 }
 
-template <typename T, int kBlock, int kElems, int kBytes, int kSplit>
+template <typename T, int kBlock, int kElems, int kBytes, int kSplit, bool kCached>
 __device__ __forceinline__ void softmax_slice(const T* __restrict__ x, T* __restrict__ y, unsigned* __restrict__ words,
                                               long long rows, int cols, float2 (*scratch)[kBlock / 32]) {
   constexpr int kPer = kBytes / static_cast<int>(sizeof(T));
@@ -247,16 +269,22 @@ __device__ __forceinline__ void softmax_slice(const T* __restrict__ x, T* __rest
   const int begin = part * span;
   const int length = max(0, min(span, cols - begin));
   const T* __restrict__ xs = x + row * cols + begin;
-  float v[kElems];
-  load_chunk<T, kBlock, kElems, kBytes>(xs, length, 0, t, v);
-  float m = lowest();
+  T* __restrict__ ys = y + row * cols + begin;
+  float v[kCached ? kElems : 1];
+  float m, s;
+  if constexpr (kCached) {
+    load_chunk<T, kBlock, kElems, kBytes>(xs, length, 0, t, v);
+    m = lowest();
 #pragma unroll
-  for (int j = 0; j < kElems; ++j) m = fmaxf(m, v[j]);
-  float s = 0.f;
+    for (int j = 0; j < kElems; ++j) m = fmaxf(m, v[j]);
+    s = 0.f;
 #pragma unroll
-  for (int j = 0; j < kElems; ++j) {
-    v[j] = exp_diff(v[j], m);
-    s += v[j];
+    for (int j = 0; j < kElems; ++j) {
+      v[j] = exp_diff(v[j], m);
+      s += v[j];
+    }
+  } else {
+    stream_partial<T, kBlock, kElems, kBytes>(xs, length, t, m, s);
   }
   float slice_m = m, slice_s = s;
   block_merge<kBlock / 32>(slice_m, slice_s, scratch[0]);
@@ -284,10 +312,15 @@ __device__ __forceinline__ void softmax_slice(const T* __restrict__ x, T* __rest
     if (t == 0) row_shared = make_float2(row_m, row_s);
   }
   __syncthreads();
-  const float scale = exp_diff(m, row_shared.x) / row_shared.y;
+  if constexpr (kCached) {
+    const float scale = exp_diff(m, row_shared.x) / row_shared.y;
 #pragma unroll
-  for (int j = 0; j < kElems; ++j) v[j] *= scale;
-  store_chunk<T, kBlock, kElems, kBytes>(y + row * cols + begin, length, 0, t, v);
+    for (int j = 0; j < kElems; ++j) v[j] *= scale;
+    store_chunk<T, kBlock, kElems, kBytes>(ys, length, 0, t, v);
+  } else {
+    // The slice was read moments ago and the slices in flight are a few MB, so this rereads L2.
+    stream_normalize<T, kBlock, kElems, kBytes>(xs, ys, length, t, row_shared.x, 1.f / row_shared.y);
+  }
 }
 
 }  // namespace softmax_detail
@@ -332,10 +365,11 @@ __global__ void __launch_bounds__(kBlock)
 }
 
 // The same softmax with each row split over kSplit blocks (see softmax_slice): one block per
-// slice, rows * kSplit blocks, each slice at most kBlock * kElems elements. kSplit is a power of
-// two up to 32 and must not exceed the blocks the GPU runs at once. The workspace holds
-// 2 + rows (rounded up to even) + 2 * kSplit * rows words, zeroed before the first launch.
-template <typename T, int kBlock, int kElems, int kVecBytes, int kSplit>
+// slice, rows * kSplit blocks; a slice of at most kBlock * kElems elements when kCached, of any
+// length streamed. kSplit is a power of two up to 32 and must not exceed the blocks the GPU runs
+// at once. The workspace holds 2 + rows (rounded up to even) + 2 * kSplit * rows words, zeroed
+// before the first launch.
+template <typename T, int kBlock, int kElems, int kVecBytes, int kSplit, bool kCached>
 __global__ void __launch_bounds__(kBlock)
     softmax_split(const T* __restrict__ x, T* __restrict__ y, unsigned* __restrict__ workspace, long long rows,
                   int cols) {
@@ -349,16 +383,16 @@ __global__ void __launch_bounds__(kBlock)
   __shared__ float2 scratch[1][kBlock / 32];
   constexpr int kBytes = static_cast<int>(sizeof(T));
   if constexpr (kVecBytes == kBytes) {
-    softmax_slice<T, kBlock, kElems, kBytes, kSplit>(x, y, workspace, rows, cols, scratch);
+    softmax_slice<T, kBlock, kElems, kBytes, kSplit, kCached>(x, y, workspace, rows, cols, scratch);
   } else {
     const unsigned long long misaligned =
         (reinterpret_cast<unsigned long long>(x) | reinterpret_cast<unsigned long long>(y) |
          static_cast<unsigned long long>(cols) * kBytes) &
         (kVecBytes - 1);
     if (misaligned == 0) {
-      softmax_slice<T, kBlock, kElems, kVecBytes, kSplit>(x, y, workspace, rows, cols, scratch);
+      softmax_slice<T, kBlock, kElems, kVecBytes, kSplit, kCached>(x, y, workspace, rows, cols, scratch);
     } else {
-      softmax_slice<T, kBlock, kElems, kBytes, kSplit>(x, y, workspace, rows, cols, scratch);
+      softmax_slice<T, kBlock, kElems, kBytes, kSplit, kCached>(x, y, workspace, rows, cols, scratch);
     }
   }
 }

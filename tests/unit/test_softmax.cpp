@@ -72,13 +72,14 @@ TEST(Softmax, ValidConfigsPerShape) {
   // 32000 columns still fit 1024 threads x 32 with a block per row (2), and split into slices
   // of 8000, 4000, 2000 or 1000 that fit more than half of block x elems: 3 + 4 + 3 + 2, with
   // vec 0 and 1. No block holds 393216: only slices of 24576 (1024 x 32) or 12288 (512 x 32,
-  // 1024 x 16) do.
+  // 1024 x 16) do. Streamed slices (split 16 or 32, elems 4 or 8, vec 1, block x elems within
+  // the slice): 3 + 1 at 32000 columns, 8 + 8 at 393216.
   const auto split = [](const Config& c) { return c.at("strategy") == 2; };
   EXPECT_EQ(count_if_valid(shape(4096, 32000), [](const Config& c) { return c.at("cached") == 1; }), 26u);
-  EXPECT_EQ(count_if_valid(shape(4096, 32000), split), 24u);
+  EXPECT_EQ(count_if_valid(shape(4096, 32000), split), 24u + 4);
   EXPECT_EQ(count_if_valid(shape(2, 393216), [](const Config& c) { return c.at("cached") == 1; }), 6u);
-  EXPECT_EQ(count_if_valid(shape(2, 393216), split), 6u);
-  EXPECT_EQ(valid_configs(softmax(), shape(2, 393216)).size(), 70u);
+  EXPECT_EQ(count_if_valid(shape(2, 393216), split), 6u + 16);
+  EXPECT_EQ(valid_configs(softmax(), shape(2, 393216)).size(), 70u + 16);
   EXPECT_EQ(count_if_valid(shape(8192, 8192), split), 0u) << "one block holds 8192";
   std::size_t most = 0;
   for (const auto& s : {shape(1, 131072), shape(4096, 32000), shape(32768, 128), shape(1, 1000003)}) {
@@ -120,7 +121,13 @@ TEST(Softmax, SplitRowsRulesNamesGeometryAndWorkspace) {
   EXPECT_EQ(k.violation(config(2, 512, 32, 1, 1, 32), long_rows), "");
   EXPECT_NE(k.violation(config(2, 512, 32, 1, 1, 16), long_rows).find("must fit"), std::string::npos);
   EXPECT_NE(k.violation(config(2, 1024, 32, 1, 1, 32), long_rows).find("more than half"), std::string::npos);
-  EXPECT_NE(k.violation(config(2, 1024, 32, 1, 0, 16), long_rows).find("cached must be 1"), std::string::npos);
+  // Streamed slices: few registers, slices small enough to be reread from L2, no idle threads.
+  EXPECT_EQ(k.violation(config(2, 256, 8, 1, 0, 32), long_rows), "");
+  EXPECT_EQ(k.violation(config(2, 1024, 8, 1, 0, 16), long_rows), "");
+  EXPECT_NE(k.violation(config(2, 256, 8, 1, 0, 8), long_rows).find("split >= 16"), std::string::npos);
+  EXPECT_NE(k.violation(config(2, 256, 16, 1, 0, 32), long_rows).find("elems <= 8"), std::string::npos);
+  EXPECT_NE(k.violation(config(2, 256, 8, 0, 0, 32), long_rows).find("vec=1"), std::string::npos);
+  EXPECT_NE(k.violation(config(2, 1024, 8, 1, 0, 32), shape(1, 131072)).find("idle"), std::string::npos);
   EXPECT_NE(k.violation(config(2, 1024, 32, 1, 1, 1), long_rows).find("split must be above 1"), std::string::npos);
   EXPECT_NE(k.violation(config(1, 1024, 32, 1, 0, 16), long_rows).find("strategy=2 only"), std::string::npos);
   EXPECT_NE(k.violation(config(2, 128, 4, 1, 1, 4), shape(8, 2048)).find("16384"), std::string::npos);
@@ -128,9 +135,11 @@ TEST(Softmax, SplitRowsRulesNamesGeometryAndWorkspace) {
   EXPECT_NE(k.violation(config(2, 128, 32, 0, 1, 32), shape(1, 131071)).find("vec=0"), std::string::npos);
 
   EXPECT_EQ(k.name_expression(config(2, 1024, 32, 1, 1, 16), long_rows, fp32),
-            "gmjit::softmax_split<float, 1024, 32, 16, 16>");
+            "gmjit::softmax_split<float, 1024, 32, 16, 16, true>");
   EXPECT_EQ(k.name_expression(config(2, 128, 32, 1, 1, 32), shape(1, 131072), bf16),
-            "gmjit::softmax_split<__nv_bfloat16, 128, 32, 16, 32>");
+            "gmjit::softmax_split<__nv_bfloat16, 128, 32, 16, 32, true>");
+  EXPECT_EQ(k.name_expression(config(2, 256, 8, 1, 0, 32), long_rows, fp32),
+            "gmjit::softmax_split<float, 256, 8, 16, 32, false>");
   const auto g = k.geometry(config(2, 1024, 32, 1, 1, 16), long_rows, fp32);
   EXPECT_EQ(g.grid[0], 4096u * 16);
   EXPECT_EQ(g.block[0], 1024u);
@@ -144,6 +153,12 @@ TEST(Softmax, SplitRowsRulesNamesGeometryAndWorkspace) {
   EXPECT_EQ(tensors[2].elements, 2 + 4 + 2 * 32 * 3);
   EXPECT_EQ(k.tensors(shape(8192, 8192))[2].elements, 2);
   EXPECT_DOUBLE_EQ(k.work(config(2, 1024, 32, 1, 1, 16), long_rows, fp32).bytes, 2.0 * 4096 * 393216 * 4);
+  // A streamed slice's second read comes from L2 where the slices in flight fit half of it: 2
+  // blocks of 1024 an SM with 48 KB slices (13 MB), not 8 blocks of 256 (52 MB); a block per row
+  // streams 1.5 MB rows and reads them twice from DRAM.
+  EXPECT_DOUBLE_EQ(k.work(config(2, 1024, 8, 1, 0, 32), long_rows, fp32).bytes, 2.0 * 4096 * 393216 * 4);
+  EXPECT_DOUBLE_EQ(k.work(config(2, 256, 8, 1, 0, 32), long_rows, fp32).bytes, 3.0 * 4096 * 393216 * 4);
+  EXPECT_DOUBLE_EQ(k.work(config(1, 256, 8, 1, 0), long_rows, fp32).bytes, 3.0 * 4096 * 393216 * 4);
 }
 
 TEST(Softmax, NameExpressionsPickTheWidestAlignedAccess) {
