@@ -10,8 +10,6 @@ namespace {
 // The smallest tile in the domains: the workspace is sized for it, so one workspace serves every
 // configuration of a problem.
 constexpr std::int64_t kSmallestTile = 128 * 8;
-// Static shared memory a block may hold: the staged tile (one pad word in 33) under 48 KB.
-constexpr std::int64_t kLargestTile = 8192;
 // The ring of a persistent block: at most 192 KB (of the 227 KB a block may hold), so tiles of
 // 16384 elements, which halve the look-back chain against 8192, can run with two or three stages.
 constexpr std::int64_t kLargestRingBytes = 192 * 1024;
@@ -21,6 +19,8 @@ constexpr std::int64_t kSmallestGrid = 132;
 std::int64_t tile(const Config& c) { return c.at("block") * c.at("items"); }
 bool persistent(const Config& c) { return c.at("stages") > 1; }
 std::int64_t ring_bytes(const Config& c) { return c.at("stages") * tile(c) * 4; }
+// A block per tile stages its tile with one pad word in 33.
+std::int64_t staged_bytes(const Config& c) { return tile(c) * 4 * 33 / 32; }
 
 }  // namespace
 
@@ -47,14 +47,10 @@ KernelDescriptor prefix_sum_descriptor() {
       {"blocks", {0, 132, 264, 528}, "persistent grid (132 SMs on an H200: 1 to 4 blocks per SM); 0 with stages=1"},
   };
   d.default_config = {{"block", 256}, {"items", 16}, {"stages", 1}, {"blocks", 0}};
-  d.constraints_doc = "stages=1: block * items <= 8192 (the staged tile fits 48 KB of static shared memory) and "
-                      "blocks=0; stages>1: a ring of stages * block * items * 4 bytes <= 192 KB and blocks > 0";
+  d.constraints_doc = "stages=1: blocks=0; stages>1: a ring of stages * block * items * 4 bytes <= 192 KB and "
+                      "blocks > 0";
   d.violation = [](const Config& c, const Shape& s) -> std::string {
     if (!persistent(c)) {
-      if (tile(c) > kLargestTile) {
-        return fmt::format("a tile of block={} x items={} = {} elements exceeds {} (48 KB of static shared memory)",
-                           c.at("block"), c.at("items"), tile(c), kLargestTile);
-      }
       if (c.at("blocks") != 0) return "stages=1 launches one block per tile, so blocks must be 0";
       return {};
     }
@@ -82,7 +78,7 @@ KernelDescriptor prefix_sum_descriptor() {
     const std::int64_t tiles = ceil_div(s.at("n"), tile(c));
     g.grid[0] = static_cast<unsigned>(persistent(c) ? std::min(tiles, c.at("blocks")) : tiles);
     g.block[0] = static_cast<unsigned>(c.at("block"));
-    if (persistent(c)) g.dynamic_shared_bytes = static_cast<unsigned>(ring_bytes(c));
+    g.dynamic_shared_bytes = static_cast<unsigned>(persistent(c) ? ring_bytes(c) : staged_bytes(c));
     return g;
   };
   d.tensors = [](const Shape& s) {
@@ -100,7 +96,7 @@ KernelDescriptor prefix_sum_descriptor() {
     Work w;
     w.bytes = 8.0 * static_cast<double>(s.at("n"));
     w.flops = 3.0 * static_cast<double>(s.at("n"));
-    w.shared_bytes = persistent(c) ? ring_bytes(c) + 64 : tile(c) * 4 * 33 / 32 + 64;
+    w.shared_bytes = (persistent(c) ? ring_bytes(c) : staged_bytes(c)) + 64;
     w.registers = static_cast<int>(c.at("items") / 2 + 24);  // the runs wait in shared memory, not registers
     return w;
   };

@@ -199,7 +199,10 @@ __global__ void __launch_bounds__(Block) prefix_sum(const float* __restrict__ x,
   using namespace prefix_sum_detail;
   constexpr int kTile = Block * Items;
   static_assert(Items % 4 == 0 && Block % 32 == 0, "tiles move as whole float4s");
-  __shared__ float stage[kTile + kTile / 32];
+  // kTile + kTile / 32 floats of dynamic shared memory: a tile of 512 x 32 (66 KB) passes the
+  // 48 KB a static array may take, and halves the look-back chain of 256 x 32.
+  extern __shared__ float prefix_sum_stage[];
+  float* stage = prefix_sum_stage;
   __shared__ float warp_totals[Block / 32];
   __shared__ long long tile_shared;
   __shared__ unsigned epoch_shared;
