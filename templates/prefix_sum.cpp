@@ -11,7 +11,7 @@ namespace {
 // configuration of a problem.
 constexpr std::int64_t kSmallestTile = 128 * 8;
 // The ring of a persistent block: at most 192 KB (of the 227 KB a block may hold), so tiles of
-// 16384 elements, which halve the look-back chain against 8192, can run with two or three stages.
+// 16384 elements can run with two or three stages.
 constexpr std::int64_t kLargestRingBytes = 192 * 1024;
 // The smallest persistent grid in the domain; each larger value doubles it.
 constexpr std::int64_t kSmallestGrid = 132;

@@ -199,8 +199,8 @@ __global__ void __launch_bounds__(Block) prefix_sum(const float* __restrict__ x,
   using namespace prefix_sum_detail;
   constexpr int kTile = Block * Items;
   static_assert(Items % 4 == 0 && Block % 32 == 0, "tiles move as whole float4s");
-  // kTile + kTile / 32 floats of dynamic shared memory: a tile of 512 x 32 (66 KB) passes the
-  // 48 KB a static array may take, and halves the look-back chain of 256 x 32.
+  // kTile + kTile / 32 floats of dynamic shared memory, since a tile of 512 x 32 (66 KB) passes
+  // the 48 KB a static array may take.
   extern __shared__ float prefix_sum_stage[];
   float* stage = prefix_sum_stage;
   __shared__ float warp_totals[Block / 32];
@@ -243,8 +243,8 @@ __global__ void __launch_bounds__(Block) prefix_sum(const float* __restrict__ x,
   }
   __syncthreads();
   // Each thread scans its own run in place: the run's sums wait in shared memory, not in
-  // registers, through the look-back, which keeps the kernel at 40 registers instead of 64 for
-  // Items = 32 (4 blocks of 256 threads an SM instead of 6).
+  // registers, through the look-back, which keeps the kernel at 38 registers instead of 64 for
+  // Items = 32 (ptxas 13.0), so 6 blocks of 256 threads fit an SM instead of 4.
   float running = 0.0f;
 #pragma unroll
   for (int j = 0; j < Items; ++j) {
