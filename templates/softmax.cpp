@@ -17,7 +17,9 @@ constexpr std::int64_t kMaxSplit = 32;
 // 1/16 of a row or less (4096 x 393216 fp32: 132 SMs x 2048 threads in blocks of 1024 hold 264
 // slices, 25 MB at split=16, 13 MB at split=32; in blocks of 256, four times that, against a
 // 60 MB L2). Few elements per thread are its point: the registers then allow 2048 threads per SM,
-// so some blocks load while others wait for their row.
+// so some blocks load while others wait for their row. On the H200 at 4096 x 393216 fp32 the
+// best of them took 4.10 ms against 3.74 ms for cached slices: the second pass costs more than
+// the occupancy gains there.
 constexpr std::int64_t kStreamedMinSplit = 16;
 constexpr std::int64_t kStreamedMaxElems = 8;
 

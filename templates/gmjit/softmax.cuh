@@ -170,7 +170,6 @@ template <typename T, int kRowThreads, int kBlock, int kElems, int kBytes, bool 
 __device__ __forceinline__ void softmax_rows(const T* __restrict__ x, T* __restrict__ y, long long rows,
                                              int cols, float2 (*scratch)[kBlock / 32]) {
   constexpr int kRowsPerBlock = kBlock / kRowThreads;
-  constexpr int kChunk = kRowThreads * kElems;
   const int t = static_cast<int>(threadIdx.x) % kRowThreads;
   const long long step = static_cast<long long>(gridDim.x) * kRowsPerBlock;
   int parity = 0;
@@ -222,7 +221,7 @@ __device__ __noinline__ void softmax_rows_unaligned(const T* __restrict__ x, T* 
 // A row split over kSplit blocks, one slice each, held in registers (kCached) or streamed twice.
 // Each block publishes its slice's (max, sum) in the workspace and waits for the row's other
 // slices, so a row longer than a block's registers is read from DRAM once: cached, the slice
-// stays in registers; streamed, it is reread from L2, which holds the few rows in flight, while
+// stays in registers; streamed, it is reread from L2 where the slices in flight fit there, and
 // the smaller register footprint lets more blocks per SM keep loads in flight through the waits.
 // The workspace (zeroed once) holds a ticket counter, then per row an arrival count and kSplit
 // pairs.
@@ -318,7 +317,9 @@ __device__ __forceinline__ void softmax_slice(const T* __restrict__ x, T* __rest
     for (int j = 0; j < kElems; ++j) v[j] *= scale;
     store_chunk<T, kBlock, kElems, kBytes>(ys, length, 0, t, v);
   } else {
-    // The slice was read moments ago and the slices in flight are a few MB, so this rereads L2.
+    // From L2 where the slices in flight fit it. Measured on the H200 at 4096 x 393216 fp32 (split
+    // 32): blocks of 1024 (13 MB in flight) 4.10 ms, blocks of 256 (52 MB) 4.53 ms, the cached
+    // slices 3.74 ms.
     stream_normalize<T, kBlock, kElems, kBytes>(xs, ys, length, t, row_shared.x, 1.f / row_shared.y);
   }
 }
