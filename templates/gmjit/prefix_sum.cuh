@@ -10,6 +10,12 @@
 // already run. Statuses carry the epoch of the launch that wrote them; the block of the last tile
 // resets the counter and advances the epoch, so the next launch reads the previous launch's
 // words as "not yet published" without a memset.
+//
+// There is no persistent variant: blocks that each kept a ring of tiles in flight (cp.async) lost
+// at every size on the H200 (2^28: 1.13 ms at best against 0.645 ms). Persistent blocks take
+// their tiles in rounds, a round's tiles become ready together, and each then walks back through
+// its round's aggregates to the previous round's inclusive sum, so the look-back grows with the
+// grid; blocks started one per tile arrive staggered and find an inclusive sum a window away.
 
 namespace gmjit {
 namespace prefix_sum_detail {
@@ -160,35 +166,6 @@ struct Workspace {
       : counter(words), epoch(words + 1), published(reinterpret_cast<Published*>(words + 4)) {}
 };
 
-// The ring of staged tiles is swizzled by 16-byte chunk: chunk c sits at c ^ ((c >> 3) & 7), so
-// both the coalesced copies (lanes on consecutive chunks) and each thread's run of Items/4
-// consecutive chunks hit 8 distinct bank groups per quarter warp. Bits 3 and up are unchanged,
-// so the map is a permutation of every 8 chunks.
-__device__ inline int swizzled_chunk(int chunk) { return chunk ^ ((chunk >> 3) & 7); }
-__device__ inline int swizzled_word(int element) { return 4 * swizzled_chunk(element >> 2) + (element & 3); }
-
-__device__ inline unsigned shared_address(const void* pointer) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(pointer));
-}
-
-__device__ inline void copy_async_16(void* shared, const void* global) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(shared_address(shared)), "l"(global) : "memory");
-}
-
-// Zero-fills the word when `valid` is false (a source size of 0 reads nothing).
-__device__ inline void copy_async_4(void* shared, const float* global, bool valid) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(shared_address(shared)), "l"(global),
-               "r"(valid ? 4 : 0)
-               : "memory");
-}
-
-__device__ inline void copy_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-
-template <int Pending>
-__device__ inline void copy_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(Pending) : "memory");
-}
-
 }  // namespace prefix_sum_detail
 
 // y[i] = x[0] + ... + x[i]. One block of Block threads per tile of Block * Items elements;
@@ -281,131 +258,6 @@ __global__ void __launch_bounds__(Block) prefix_sum(const float* __restrict__ x,
       if (base + i < n) y[base + i] = stage[padded(i)];
     }
   }
-}
-
-// The same scan with persistent blocks: each of gridDim.x blocks keeps Stages tiles in a ring of
-// dynamic shared memory (Stages * Block * Items floats) and, while it scans one, the copies of
-// the next Stages - 1 are in flight (cp.async), so a block waiting in the look-back still keeps
-// HBM busy. Tiles are handed out in order by the workspace counter: a block only waits on tiles
-// taken before its own, whose blocks run, and the smallest unfinished tile is always some block's
-// current one, so the chain cannot deadlock whatever the grid.
-//
-// Every block stops at its first ticket past the last tile, so a launch takes exactly
-// tiles + gridDim.x tickets; the block that takes the last one knows no block will touch the
-// counter again and makes the workspace ready for the next launch.
-template <int Block, int Items, int Stages>
-__global__ void __launch_bounds__(Block) prefix_sum_pipelined(const float* __restrict__ x, float* __restrict__ y,
-                                                              unsigned* __restrict__ workspace, long long n) {
-  using namespace prefix_sum_detail;
-  constexpr int kTile = Block * Items;
-  constexpr int kChunks = kTile / 4;
-  static_assert(Items % 4 == 0 && Block % 32 == 0 && Stages >= 2, "tiles move as whole float4s");
-  extern __shared__ float4 prefix_sum_ring[];
-  __shared__ float warp_totals[Block / 32];
-  __shared__ long long ticket_shared;
-  __shared__ unsigned epoch_shared;
-  __shared__ double exclusive_shared;
-
-  const long long tiles = (n + kTile - 1) / kTile;
-  const Workspace state(workspace);
-  const int thread = threadIdx.x;
-  const bool aligned = ((reinterpret_cast<unsigned long long>(x) | reinterpret_cast<unsigned long long>(y)) & 15) == 0;
-  const unsigned last_ticket = static_cast<unsigned>(tiles) + gridDim.x - 1;
-
-  // Thread 0 takes the next tile, or `tiles` once the block's latest ticket was past the end.
-  const auto take_ticket = [&](long long latest) {
-    if (latest >= tiles) return tiles;
-    const unsigned ticket = atomicAdd(state.counter, 1u);
-    if (ticket >= tiles) {
-      if (ticket == last_ticket) {
-        atomicExch(state.counter, 0u);
-        atomicExch(state.epoch, epoch_shared + 1);
-      }
-      return tiles;
-    }
-    return static_cast<long long>(ticket);
-  };
-  const auto start_copy = [&](long long tile, int slot) {
-    float4* ring = prefix_sum_ring + slot * kChunks;
-    const long long base = tile * kTile;
-    if (tile < tiles && aligned && base + kTile <= n) {
-      const float4* source = reinterpret_cast<const float4*>(x + base);
-#pragma unroll
-      for (int c = thread; c < kChunks; c += Block) copy_async_16(ring + swizzled_chunk(c), source + c);
-    } else if (tile < tiles) {
-      float* words = reinterpret_cast<float*>(ring);
-      for (int i = thread; i < kTile; i += Block) {
-        const bool valid = base + i < n;
-        copy_async_4(words + swizzled_word(i), valid ? x + base + i : x, valid);
-      }
-    }
-    copy_async_commit();  // an empty group too, so the wait below always counts Stages groups
-  };
-
-  if (thread == 0) {
-    epoch_shared = load_relaxed(state.epoch);
-    // The epoch is read before any ticket is taken, so the block that resets it after the last
-    // ticket cannot be seen here.
-    __threadfence();
-  }
-  long long pending[Stages];
-#pragma unroll
-  for (int s = 0; s < Stages; ++s) {
-    if (thread == 0) ticket_shared = take_ticket(s == 0 ? 0 : pending[s - 1]);
-    __syncthreads();
-    pending[s] = ticket_shared;
-    __syncthreads();
-    start_copy(pending[s], s);
-  }
-  const unsigned epoch = epoch_shared;
-
-  for (int slot = 0; pending[0] < tiles; slot = slot + 1 == Stages ? 0 : slot + 1) {
-    const long long tile = pending[0];
-    const long long base = tile * kTile;
-    if (thread == 0) ticket_shared = take_ticket(pending[Stages - 1]);
-    copy_async_wait<Stages - 1>();
-    __syncthreads();
-
-    float4* ring = prefix_sum_ring + slot * kChunks;
-    // As in prefix_sum, the run's sums wait in place through the look-back, not in registers, and
-    // each thread touches only its own chunks; the stores below read everyone's.
-    float running = 0.0f;
-#pragma unroll
-    for (int k = 0; k < Items / 4; ++k) {
-      float4& chunk = ring[swizzled_chunk(thread * (Items / 4) + k)];
-      const float4 values = chunk;
-      float4 sums;
-      sums.x = running += values.x;
-      sums.y = running += values.y;
-      sums.z = running += values.z;
-      sums.w = running += values.w;
-      chunk = sums;
-    }
-    const SplitStart start(tile_start<Block>(running, tile, epoch, state.published,
-                                             warp_totals, &exclusive_shared));
-#pragma unroll
-    for (int k = 0; k < Items / 4; ++k) {
-      float4& chunk = ring[swizzled_chunk(thread * (Items / 4) + k)];
-      const float4 sums = chunk;
-      chunk = make_float4(start(sums.x), start(sums.y), start(sums.z), start(sums.w));
-    }
-    __syncthreads();
-    if (aligned && base + kTile <= n) {
-      float4* target = reinterpret_cast<float4*>(y + base);
-#pragma unroll
-      for (int c = thread; c < kChunks; c += Block) target[c] = ring[swizzled_chunk(c)];
-    } else {
-      const float* words = reinterpret_cast<const float*>(ring);
-      for (int i = thread; i < kTile && base + i < n; i += Block) y[base + i] = words[swizzled_word(i)];
-    }
-    const long long next = ticket_shared;
-    __syncthreads();  // the slot is free once every thread has stored from it
-#pragma unroll
-    for (int s = 0; s + 1 < Stages; ++s) pending[s] = pending[s + 1];
-    pending[Stages - 1] = next;
-    start_copy(next, slot);
-  }
-  copy_async_wait<0>();  // no copy may still target shared memory when the block exits
 }
 
 }  // namespace gmjit

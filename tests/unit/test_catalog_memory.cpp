@@ -207,34 +207,15 @@ TEST(Transpose, TensorsScalarsAndWork) {
 
 TEST(PrefixSum, ConfigsTilesAndWorkspace) {
   const auto& k = find_kernel("prefix_sum");
-  // One block per tile: 3 blocks x 3 items, staged in dynamic shared memory (up to 66 KB).
-  // Persistent: all 9 tiles in rings of 2 and of 3 stages (at most 3 x 64 KB), on 132 blocks
-  // only where a single tile leaves the larger grids capped to it.
-  EXPECT_EQ(valid_configs(k, {{"n", 1}}).size(), 9u + 9 + 9);
-  EXPECT_EQ(valid_configs(k, {{"n", 1LL << 28}}).size(), 9u + (9 + 9) * 3);
-  const Config one_per_tile{{"block", 512}, {"items", 32}, {"stages", 1}, {"blocks", 0}};
-  EXPECT_EQ(k.violation(one_per_tile, {{"n", 1}}), "");
-  EXPECT_EQ(k.geometry(one_per_tile, {{"n", 1LL << 28}}, fp32()).dynamic_shared_bytes, 16384u * 4 * 33 / 32);
-  EXPECT_NE(k.violation({{"block", 256}, {"items", 16}, {"stages", 1}, {"blocks", 132}}, {{"n", 1}}).find("blocks must be 0"),
-            std::string::npos);
-  EXPECT_NE(k.violation({{"block", 256}, {"items", 16}, {"stages", 2}, {"blocks", 0}}, {{"n", 1}}).find("above 0"),
-            std::string::npos);
-  EXPECT_EQ(k.violation({{"block", 512}, {"items", 32}, {"stages", 3}, {"blocks", 132}}, {{"n", 1}}), "");
-  // 300 tiles of 4096: a grid of 528 would launch the 300 that 264 launches too.
-  EXPECT_EQ(k.violation({{"block", 256}, {"items", 16}, {"stages", 2}, {"blocks", 528}}, {{"n", 300 * 4096}}), "");
-  EXPECT_NE(k.violation({{"block", 256}, {"items", 16}, {"stages", 2}, {"blocks", 528}}, {{"n", 264 * 4096}}).find("as blocks=264"),
-            std::string::npos);
-  // One tile per block, the last one partial.
-  EXPECT_EQ(k.geometry({{"block", 128}, {"items", 8}, {"stages", 1}, {"blocks", 0}}, {{"n", 1025}}, fp32()).grid[0], 2u);
-  EXPECT_EQ(k.geometry({{"block", 512}, {"items", 16}, {"stages", 1}, {"blocks", 0}}, {{"n", 1LL << 28}}, fp32()).grid[0],
-            32768u);
-  // Persistent: the grid is capped to the tiles, and the ring is dynamic shared memory.
-  const auto ring = k.geometry({{"block", 256}, {"items", 16}, {"stages", 3}, {"blocks", 264}}, {{"n", 1LL << 28}}, fp32());
-  EXPECT_EQ(ring.grid[0], 264u);
-  EXPECT_EQ(ring.dynamic_shared_bytes, 3u * 4096 * 4);
-  EXPECT_EQ(k.geometry({{"block", 256}, {"items", 16}, {"stages", 3}, {"blocks", 264}}, {{"n", 5000}}, fp32()).grid[0], 2u);
-  EXPECT_EQ(k.name_expression({{"block", 256}, {"items", 16}, {"stages", 3}, {"blocks", 264}}, {{"n", 5000}}, fp32()),
-            "gmjit::prefix_sum_pipelined<256, 16, 3>");
+  // One block per tile: 3 blocks x 3 items at every size, staged in dynamic shared memory.
+  EXPECT_EQ(valid_configs(k, {{"n", 1}}).size(), 9u);
+  EXPECT_EQ(valid_configs(k, {{"n", 1LL << 28}}).size(), 9u);
+  const Config largest{{"block", 512}, {"items", 32}};
+  EXPECT_EQ(k.geometry(largest, {{"n", 1LL << 28}}, fp32()).dynamic_shared_bytes, 16384u * 4 * 33 / 32);
+  EXPECT_EQ(k.geometry(largest, {{"n", 1LL << 28}}, fp32()).grid[0], 16384u);
+  // The last tile partial.
+  EXPECT_EQ(k.geometry({{"block", 128}, {"items", 8}}, {{"n", 1025}}, fp32()).grid[0], 2u);
+  EXPECT_EQ(k.name_expression({{"block", 256}, {"items", 16}}, {{"n", 5000}}, fp32()), "gmjit::prefix_sum<256, 16>");
   // The workspace is sized for the smallest tile, so every configuration shares it.
   const auto tensors = k.tensors({{"n", 1025}});
   ASSERT_EQ(tensors.size(), 3u);
