@@ -23,7 +23,8 @@ namespace gmjit {
 namespace norm_detail {
 
 using row_access::Elem;
-using row_access::IsSame;
+using row_access::address_bits;
+using row_access::rows_aligned;
 using row_access::load_access;
 using row_access::load_words;
 using row_access::store_access;
@@ -402,13 +403,9 @@ __device__ __forceinline__ void norm(const T* __restrict__ x, const T* __restric
   if constexpr (kVecBytes == kBytes) {
     norm_rows<kLayer, T, kRowThreads, kBlock, kElems, kBytes, kCached>(x, w, b, y, rows, cols, eps, scratch);
   } else {
-    // Same answer in every thread, so the branch never diverges.
-    unsigned long long addresses = reinterpret_cast<unsigned long long>(x) | reinterpret_cast<unsigned long long>(w) |
-                                   reinterpret_cast<unsigned long long>(y);
-    if constexpr (kLayer) addresses |= reinterpret_cast<unsigned long long>(b);
-    const unsigned long long misaligned =
-        (addresses | static_cast<unsigned long long>(cols) * kBytes) & (kVecBytes - 1);
-    if (misaligned == 0) {
+    unsigned long long addresses = address_bits(x) | address_bits(w) | address_bits(y);
+    if constexpr (kLayer) addresses |= address_bits(b);
+    if (rows_aligned<kVecBytes, T>(addresses, cols)) {
       norm_rows<kLayer, T, kRowThreads, kBlock, kElems, kVecBytes, kCached>(x, w, b, y, rows, cols, eps, scratch);
     } else {
       norm_rows_unaligned<kLayer, T, kRowThreads, kBlock>(x, w, b, y, rows, cols, eps, scratch);

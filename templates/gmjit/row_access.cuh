@@ -4,18 +4,22 @@
 
 #include <cuda_bf16.h>
 
+#include "gmjit/type_traits.cuh"
+
 namespace gmjit {
 namespace row_access {
 
-// Enumerators rather than static constexpr members: NVRTC emits those as device globals.
-template <typename T, typename U>
-struct IsSame {
-  enum : bool { kValue = false };
-};
-template <typename T>
-struct IsSame<T, T> {
-  enum : bool { kValue = true };
-};
+__device__ __forceinline__ unsigned long long address_bits(const void* p) {
+  return reinterpret_cast<unsigned long long>(p);
+}
+
+// Whether accesses of kVecBytes stay aligned in every row: the base addresses (or-ed together) and
+// the row length in bytes are multiples of kVecBytes. The same answer in every thread, so a branch
+// on it never diverges.
+template <int kVecBytes, typename T>
+__device__ __forceinline__ bool rows_aligned(unsigned long long addresses, int cols) {
+  return ((addresses | static_cast<unsigned long long>(cols) * sizeof(T)) & (kVecBytes - 1)) == 0;
+}
 
 // fp32 holds one element per 32-bit word, bf16 two (low half first).
 template <typename T>

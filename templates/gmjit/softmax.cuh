@@ -18,7 +18,8 @@
 namespace gmjit {
 namespace softmax_detail {
 
-using row_access::IsSame;
+using row_access::address_bits;
+using row_access::rows_aligned;
 using row_access::load_access;
 using row_access::store_access;
 
@@ -352,12 +353,7 @@ __global__ void __launch_bounds__(kBlock)
   if constexpr (kVecBytes == kBytes) {
     softmax_rows<T, kRowThreads, kBlock, kElems, kBytes, kCached>(x, y, rows, cols, scratch);
   } else {
-    // Same answer in every thread, so the branch never diverges.
-    const unsigned long long misaligned =
-        (reinterpret_cast<unsigned long long>(x) | reinterpret_cast<unsigned long long>(y) |
-         static_cast<unsigned long long>(cols) * kBytes) &
-        (kVecBytes - 1);
-    if (misaligned == 0) {
+    if (rows_aligned<kVecBytes, T>(address_bits(x) | address_bits(y), cols)) {
       softmax_rows<T, kRowThreads, kBlock, kElems, kVecBytes, kCached>(x, y, rows, cols, scratch);
     } else {
       softmax_rows_unaligned<T, kRowThreads, kBlock>(x, y, rows, cols, scratch);
@@ -386,11 +382,7 @@ __global__ void __launch_bounds__(kBlock)
   if constexpr (kVecBytes == kBytes) {
     softmax_slice<T, kBlock, kElems, kBytes, kSplit, kCached>(x, y, workspace, rows, cols, scratch);
   } else {
-    const unsigned long long misaligned =
-        (reinterpret_cast<unsigned long long>(x) | reinterpret_cast<unsigned long long>(y) |
-         static_cast<unsigned long long>(cols) * kBytes) &
-        (kVecBytes - 1);
-    if (misaligned == 0) {
+    if (rows_aligned<kVecBytes, T>(address_bits(x) | address_bits(y), cols)) {
       softmax_slice<T, kBlock, kElems, kVecBytes, kSplit, kCached>(x, y, workspace, rows, cols, scratch);
     } else {
       softmax_slice<T, kBlock, kElems, kBytes, kSplit, kCached>(x, y, workspace, rows, cols, scratch);

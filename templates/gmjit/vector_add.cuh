@@ -3,18 +3,10 @@
 
 #include <cuda_fp16.h>
 
+#include "gmjit/type_traits.cuh"
+
 namespace gmjit {
 namespace vector_add_detail {
-
-// Enumerators rather than static constexpr members: NVRTC emits those as device globals.
-template <typename T, typename U>
-struct IsSame {
-  enum : bool { kValue = false };
-};
-template <typename T>
-struct IsSame<T, T> {
-  enum : bool { kValue = true };
-};
 
 // Accesses move raw bits; the adds then work on 32-bit words, so one code path serves float and
 // __half at every access width.
@@ -149,8 +141,7 @@ __device__ __forceinline__ void add_one(const T* __restrict__ a, const T* __rest
 template <typename T, int kBlock, int kItems, int kVecBytes>
 __global__ void __launch_bounds__(kBlock)
     vector_add(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ c, long long n) {
-  static_assert(vector_add_detail::IsSame<T, float>::kValue ||
-                    vector_add_detail::IsSame<T, __half>::kValue,
+  static_assert(IsSame<T, float>::kValue || IsSame<T, __half>::kValue,
                 "vector_add: T must be float or __half");
   static_assert(kBlock >= 32 && kBlock <= 1024 && kBlock % 32 == 0,
                 "vector_add: kBlock must be a multiple of 32 in [32, 1024]");
