@@ -17,7 +17,7 @@ std::int64_t staged_bytes(const Config& c) { return tile(c) * 4 * 33 / 32; }
 
 std::int64_t prefix_sum_workspace_words(std::int64_t n) {
   const std::int64_t tiles = ceil_div(n, kSmallestTile);
-  // Counter, epoch, two words of padding, then per tile two 64-bit words (status and value).
+  // The epoch, three words of padding, then per tile two 64-bit words (status and value).
   return 4 + 4 * tiles;
 }
 
