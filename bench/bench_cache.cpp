@@ -14,11 +14,11 @@
 #include "cache/store.hpp"
 #include "codegen/compiler.hpp"
 #include "gmjit/device.hpp"
-#include "lib/core/device.hpp"
-#include "lib/core/module.hpp"
+#include "core/device.hpp"
+#include "core/module.hpp"
 #include "templates/registry.hpp"
-#include "tuner/binaries.hpp"
-#include "tuner/keys.hpp"
+#include "cache/binaries.hpp"
+#include "cache/keys.hpp"
 
 namespace {
 
@@ -67,8 +67,8 @@ int main() {
     for (int m = 16; m <= 16 * 1024; m *= 2) {
       for (int n = 256; n <= 32768; n *= 2) {
         const Shape shape{{"m", m}, {"n", n}, {"k", 4096}};
-        const std::string key = tuner::problem_key("sgemm", template_hash, "fp32", tuner::kRowMajor, shape);
-        cache::ProblemRecord problem{key, "sgemm", template_hash, "fp32", tuner::kRowMajor, nlohmann::json(shape).dump()};
+        const std::string key = cache::problem_key("sgemm", template_hash, "fp32", cache::kRowMajor, shape);
+        cache::ProblemRecord problem{key, "sgemm", template_hash, "fp32", cache::kRowMajor, nlohmann::json(shape).dump()};
         std::vector<cache::TrialRecord> trials(8);
         for (std::size_t i = 0; i < trials.size(); ++i) {
           trials[i].config_json = nlohmann::json(config).dump();
@@ -78,15 +78,15 @@ int main() {
         store.record_tuning(device_record, problem, trials, 0, "bench");
       }
     }
-    target_key = tuner::problem_key("sgemm", template_hash, "fp32", tuner::kRowMajor, target);
-    cache::ProblemRecord problem{target_key, "sgemm", template_hash, "fp32", tuner::kRowMajor,
+    target_key = cache::problem_key("sgemm", template_hash, "fp32", cache::kRowMajor, target);
+    cache::ProblemRecord problem{target_key, "sgemm", template_hash, "fp32", cache::kRowMajor,
                                  nlohmann::json(target).dump()};
     std::vector<cache::TrialRecord> trials(1);
     trials[0].config_json = nlohmann::json(config).dump();
     trials[0].status = "ok";
     trials[0].median_ms = 2.9;
     store.record_tuning(device_record, problem, trials, 0, "bench");
-    tuner::store_binary(
+    cache::store_binary(
         store,
         *codegen::shared_compiler().compile(codegen::specialize(kernel, target, "fp32", config), device.arch).module);
     codegen::shared_compiler().clear();  // from here on nothing may come from NVRTC or memory
@@ -137,7 +137,7 @@ int main() {
       const auto winner = fresh.find_winner(device_record.key, target_key);
       const Config found = nlohmann::json::parse(winner->config_json).get<Config>();
       const auto source = codegen::specialize(kernel, target, "fp32", found);
-      auto loaded = tuner::load_through_cache(fresh, source, device.arch);
+      auto loaded = cache::load_through_cache(fresh, source, device.arch);
       if (!loaded.from_cache) throw std::runtime_error("the warm path compiled");
       detail::KernelArgs args;
       args.add(a.get()).add(b.get()).add(c.get()).add(4096).add(4096).add(4096);

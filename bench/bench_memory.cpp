@@ -17,9 +17,9 @@
 
 #include "codegen/compiler.hpp"
 #include "gmjit/gmjit.hpp"
-#include "lib/core/device.hpp"
+#include "core/device.hpp"
 #include "templates/registry.hpp"
-#include "tuner/binaries.hpp"
+#include "cache/binaries.hpp"
 #include "tuner/harness.hpp"
 
 namespace {
@@ -136,7 +136,7 @@ void measure(const Options& o, const DeviceInfo& device, cache::Store& store, Ro
   const Problem& p = row.problem;
   const auto& kernel = templates::find_kernel(p.kernel);
   const auto binary =
-      tuner::load_through_cache(store, codegen::specialize(kernel, p.shape, p.dtype, row.config), device.arch);
+      cache::load_through_cache(store, codegen::specialize(kernel, p.shape, p.dtype, row.config), device.arch);
   const LaunchGeometry geometry = kernel.geometry(row.config, p.shape, templates::dtype_info(p.dtype));
   tuner::Harness harness(kernel, p.shape, p.dtype, device, o.seed);
   row.tolerance = harness.tolerance();

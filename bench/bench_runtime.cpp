@@ -14,10 +14,10 @@
 #include "cache/store.hpp"
 #include "codegen/compiler.hpp"
 #include "gmjit/runtime.hpp"
-#include "lib/core/device.hpp"
-#include "lib/core/module.hpp"
+#include "core/device.hpp"
+#include "core/module.hpp"
 #include "templates/registry.hpp"
-#include "tuner/binaries.hpp"
+#include "cache/binaries.hpp"
 
 namespace {
 
@@ -85,7 +85,7 @@ int main() {
   const auto& kernel = templates::find_kernel("vector_add");
   cache::Store store(db);
   const auto source = codegen::specialize(kernel, shape, resolution.dtype, resolution.config);
-  auto loaded = tuner::load_through_cache(store, source, device.arch);
+  auto loaded = cache::load_through_cache(store, source, device.arch);
   const LaunchGeometry geometry = kernel.geometry(resolution.config, shape, templates::dtype_info(resolution.dtype));
   detail::KernelArgs args;
   args.add(a.get()).add(b.get()).add(c.get());

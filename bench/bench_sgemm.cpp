@@ -12,8 +12,8 @@
 
 #include "codegen/compiler.hpp"
 #include "gmjit/tune.hpp"
-#include "lib/core/device.hpp"
-#include "lib/core/module.hpp"
+#include "core/device.hpp"
+#include "core/module.hpp"
 
 namespace {
 

@@ -20,7 +20,7 @@
 #include <utility>
 
 #include "gmjit/error.hpp"
-#include "lib/core/log.hpp"
+#include "core/log.hpp"
 
 #define GMJIT_EXCHANGE_USAGE(...)                                                            \
   throw ::gmjit::Error(::gmjit::ErrorKind::usage, 0, fmt::format(__VA_ARGS__), {}, __FILE__, \

@@ -26,8 +26,8 @@
 #include <utility>
 
 #include "gmjit/error.hpp"
-#include "lib/core/check.hpp"
-#include "lib/core/log.hpp"
+#include "core/check.hpp"
+#include "core/log.hpp"
 
 #define GMJIT_SQLITE(expr) \
   GMJIT_CHECK_GEN(::gmjit::ErrorKind::cache, expr, SQLITE_OK, sqlite3_errstr)

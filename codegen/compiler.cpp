@@ -13,8 +13,8 @@
 
 #include "codegen/cubin.hpp"
 #include "codegen/toolkit.hpp"
-#include "lib/core/check.hpp"
-#include "lib/core/log.hpp"
+#include "core/check.hpp"
+#include "core/log.hpp"
 
 #define GMJIT_NVRTC(expr) GMJIT_CHECK_GEN(::gmjit::ErrorKind::nvrtc, expr, NVRTC_SUCCESS, nvrtcGetErrorString)
 
@@ -144,7 +144,7 @@ GeneratedSource specialize_reference(const templates::KernelDescriptor& kernel, 
   return out;
 }
 
-std::string describe(const CompiledModule& m) {
+std::string resources_json(const CompiledModule& m) {
   const auto& nvrtc = nvrtc_identity();
   const auto& r = m.resources;
   const nlohmann::json j = {

@@ -50,7 +50,7 @@ struct CompiledModule {
 // Identity and resource report of a compile as a JSON object: what `gmtune compile` writes to
 // resources.json and the binary cache keeps beside each cubin, so a cached binary can be traced
 // back to (and its compile key recomputed from) kernel, dtype, shape and config.
-std::string describe(const CompiledModule& module);
+std::string resources_json(const CompiledModule& module);
 
 // The option list every compile uses, in order; part of the compile key.
 std::vector<std::string> canonical_options(const std::string& arch);

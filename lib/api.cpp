@@ -2,7 +2,7 @@
 #include "codegen/compiler.hpp"
 #include "codegen/toolkit.hpp"
 #include "gmjit/gmjit.hpp"
-#include "lib/core/device.hpp"
+#include "core/device.hpp"
 #include "templates/registry.hpp"
 
 namespace gmjit {
@@ -50,7 +50,7 @@ CompileResult compile(const CompileRequest& request) {
   out.template_hash = templates::template_hash(kernel.header);
   out.compile_ms = module->compile_ms;
   out.memory_cache_hit = hit;
-  out.description_json = codegen::describe(*module);
+  out.description_json = codegen::resources_json(*module);
   return out;
 }
 

@@ -11,6 +11,9 @@
 #include "templates/registry.hpp"
 
 namespace gmjit {
+
+std::string default_cache_path() { return cache::default_path().string(); }
+
 namespace {
 
 cache::Store open_store(const std::string& db_path) {

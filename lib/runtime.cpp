@@ -18,12 +18,12 @@
 #include "cache/store.hpp"
 #include "codegen/compiler.hpp"
 #include "gmjit/error.hpp"
-#include "lib/core/device.hpp"
-#include "lib/core/log.hpp"
-#include "lib/core/module.hpp"
+#include "core/device.hpp"
+#include "core/log.hpp"
+#include "core/module.hpp"
 #include "templates/registry.hpp"
-#include "tuner/binaries.hpp"
-#include "tuner/keys.hpp"
+#include "cache/binaries.hpp"
+#include "cache/keys.hpp"
 
 namespace gmjit {
 
@@ -87,7 +87,7 @@ struct Request {
   std::vector<std::string> tensor_names;
 };
 
-std::string describe(const Request& r) {
+std::string request_label(const Request& r) {
   return fmt::format("{} {} {}", r.descriptor->name, r.dtype, format_assignments(r.shape));
 }
 
@@ -224,7 +224,7 @@ struct Runtime::Impl {
     throw Error(ErrorKind::cache_miss, 0,
                 fmt::format("no tuned winner for {} {} (miss policy fail); fill the cache with `gmtune tune {} "
                             "--shape {} --dtype {}` or `gmtune sweep`",
-                            describe(r), where, r.descriptor->name, format_assignments(r.shape), r.dtype));
+                            request_label(r), where, r.descriptor->name, format_assignments(r.shape), r.dtype));
   }
 
   Config checked(const Request& r, const Config& config) {
@@ -243,7 +243,7 @@ struct Runtime::Impl {
     ensure_device();
     const auto& d = *r.descriptor;
     const std::string problem_key =
-        tuner::problem_key(d.name, templates::template_hash(d.header), r.dtype, tuner::kRowMajor, r.shape);
+        cache::problem_key(d.name, templates::template_hash(d.header), r.dtype, cache::kRowMajor, r.shape);
     Resolution out{d.name, r.dtype, r.shape, {}, ConfigSource::cache, std::nullopt, 0, {}};
 
     std::unique_lock<std::mutex> db(db_mutex);
@@ -254,7 +254,7 @@ struct Runtime::Impl {
         out.config = checked(r, parse_config(winner->config_json));
       } catch (const std::exception& e) {
         throw Error(ErrorKind::cache, 0,
-                    fmt::format("the cached winner of {} in {} is not a valid configuration: {}", describe(r),
+                    fmt::format("the cached winner of {} in {} is not a valid configuration: {}", request_label(r),
                                 path_locked(), reason(e)));
       }
       ++counters.cache_hits;
@@ -281,14 +281,14 @@ struct Runtime::Impl {
           out.source = ConfigSource::nearest;
           ++counters.nearest;
           detail::logger().debug("runtime: {} runs the config of the nearest tuned shape {} (distance {:.2f}): {}",
-                                 describe(r), format_assignments(*out.nearest_shape), near->distance,
+                                 request_label(r), format_assignments(*out.nearest_shape), near->distance,
                                  format_assignments(out.config));
           return out;
         } catch (const std::exception& e) {
           out.note = fmt::format("the nearest tuned shape {} has config {}, invalid here: {}",
                                  format_assignments(*out.nearest_shape),
                                  candidate.empty() ? near->config_json : format_assignments(candidate), reason(e));
-          detail::logger().info("runtime: {}: {}; using the default configuration", describe(r), out.note);
+          detail::logger().info("runtime: {}: {}; using the default configuration", request_label(r), out.note);
         }
         break;
       }
@@ -301,7 +301,7 @@ struct Runtime::Impl {
           sweep_options.db_path = path();
           sweep_options.tune = options.tune;
           sweep_options.tune.device = options.device;
-          detail::logger().info("runtime: no winner for {}; tuning it now", describe(r));
+          detail::logger().info("runtime: no winner for {}; tuning it now", request_label(r));
           summary = sweep({Problem{d.name, r.dtype, r.shape, "gmjit::Runtime"}}, sweep_options);
         }
         db.lock();
@@ -309,7 +309,7 @@ struct Runtime::Impl {
         const auto winner = store_locked().find_winner(device.fingerprint(), problem_key);
         if (!winner) {
           throw Error(ErrorKind::cache_miss, 0,
-                      fmt::format("tuning {} on {} verified no configuration; nothing to launch", describe(r),
+                      fmt::format("tuning {} on {} verified no configuration; nothing to launch", request_label(r),
                                   device.name));
         }
         out.config = checked(r, parse_config(winner->config_json));
@@ -336,7 +336,7 @@ struct Runtime::Impl {
     {
       // Compiles of different problems queue here; they happen once per problem and cache.
       std::lock_guard<std::mutex> lock(db_mutex);
-      auto binary = tuner::load_through_cache(store_locked(), source, device.arch);
+      auto binary = cache::load_through_cache(store_locked(), source, device.arch);
       if (!binary.from_cache) ++counters.compiles;
       loaded->module = std::move(binary.module);
       loaded->function = std::move(binary.kernel);
@@ -347,7 +347,7 @@ struct Runtime::Impl {
     r.descriptor->add_scalars(loaded->scalars, r.shape);
     void** pointers = loaded->scalars.pointers();
     loaded->scalar_pointers.assign(pointers, pointers + loaded->scalars.size());
-    detail::logger().debug("runtime: loaded {} with {} ({})", describe(r), format_assignments(config),
+    detail::logger().debug("runtime: loaded {} with {} ({})", request_label(r), format_assignments(config),
                            to_string(loaded->resolution.source));
     return loaded;
   }

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "gmjit/types.hpp"
-#include "lib/core/module.hpp"
+#include "core/module.hpp"
 
 namespace gmjit::templates {
 

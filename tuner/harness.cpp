@@ -10,7 +10,7 @@
 #include <random>
 
 #include "codegen/compiler.hpp"
-#include "lib/core/log.hpp"
+#include "core/log.hpp"
 
 namespace gmjit::tuner {
 

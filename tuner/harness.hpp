@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "gmjit/types.hpp"
-#include "lib/core/device.hpp"
-#include "lib/core/module.hpp"
+#include "core/device.hpp"
+#include "core/module.hpp"
 #include "templates/registry.hpp"
 
 namespace gmjit::tuner {

@@ -17,9 +17,9 @@
 
 #include "cache/store.hpp"
 #include "gmjit/tune.hpp"
-#include "lib/core/log.hpp"
+#include "core/log.hpp"
 #include "templates/registry.hpp"
-#include "tuner/keys.hpp"
+#include "cache/keys.hpp"
 #include "tuner/presets.hpp"
 
 namespace gmjit {
@@ -270,8 +270,8 @@ std::vector<Problem> pending_problems(const std::vector<Problem>& problems, cons
   for (const auto& problem : problems) {
     const auto& kernel = templates::find_kernel(problem.kernel);
     const std::string dtype = problem.dtype.empty() ? kernel.dtypes.front() : problem.dtype;
-    const std::string key = tuner::problem_key(problem.kernel, templates::template_hash(kernel.header), dtype,
-                                               tuner::kRowMajor, problem.shape);
+    const std::string key = cache::problem_key(problem.kernel, templates::template_hash(kernel.header), dtype,
+                                               cache::kRowMajor, problem.shape);
     const bool finished =
         device_key.empty() ? finished_anywhere.count(key) > 0 : store.find_winner(device_key, key).has_value();
     if (!finished) pending.push_back(problem);

@@ -19,9 +19,9 @@
 
 #include "cache/store.hpp"
 #include "codegen/compiler.hpp"
-#include "lib/core/log.hpp"
+#include "core/log.hpp"
 #include "templates/registry.hpp"
-#include "tuner/binaries.hpp"
+#include "cache/binaries.hpp"
 #include "tuner/harness.hpp"
 #include "tuner/search.hpp"
 #include "tuner/worker.hpp"
@@ -511,7 +511,7 @@ TuneReport Session::tune(const Problem& request, const TuneOptions& options) {
       finish(std::move(trial));
       continue;
     }
-    if (store && !trial.binary_cached) store_binary(*store, *compiled);
+    if (store && !trial.binary_cached) cache::store_binary(*store, *compiled);
     trial.compile_ms = compiled->compile_ms;
     trial.resources = compiled->resources;
     const unsigned shared = static_cast<unsigned>(compiled->resources.shared_bytes) + geometries[k].dynamic_shared_bytes;

@@ -1,7 +1,5 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#define XXH_INLINE_ALL
-#include <xxhash.h>
 
 #include <algorithm>
 #include <charconv>
@@ -23,19 +21,18 @@
 #include "codegen/compiler.hpp"
 #include "gmjit/device.hpp"
 #include "gmjit/tune.hpp"
-#include "lib/core/device.hpp"
-#include "lib/core/log.hpp"
+#include "core/device.hpp"
+#include "core/log.hpp"
 #include "templates/registry.hpp"
-#include "tuner/binaries.hpp"
-#include "tuner/keys.hpp"
+#include "cache/binaries.hpp"
+#include "cache/keys.hpp"
 #include "tuner/session.hpp"
 #include "tuner/sweep_queue.hpp"
 
 namespace gmjit {
 namespace {
 
-constexpr const char* kLibraryVersion = "0.1.0";
-constexpr const char* kLayout = tuner::kRowMajor;
+constexpr const char* kLayout = cache::kRowMajor;
 
 std::string to_json_text(const std::map<std::string, std::int64_t>& values) {
   return nlohmann::json(values).dump();
@@ -52,19 +49,6 @@ void check_problem(const Problem& problem, const std::string& where) {
 }
 
 }  // namespace
-
-namespace tuner {
-
-std::string problem_key(const std::string& kernel, const std::string& template_hash, const std::string& dtype,
-                        const std::string& layout, const Shape& shape) {
-  const std::string canonical =
-      fmt::format("{}|{}|{}|{}|{}", kernel, template_hash, dtype, layout, format_assignments(shape));
-  return fmt::format("{:016x}", XXH3_64bits(canonical.data(), canonical.size()));
-}
-
-}  // namespace tuner
-
-std::string default_cache_path() { return cache::default_path().string(); }
 
 namespace {
 
@@ -172,7 +156,7 @@ void sweep_device(SweepRun& run, tuner::Session& session, const std::string& gro
     const auto& kernel = templates::find_kernel(problem.kernel);
     const std::string template_hash = templates::template_hash(kernel.header);
     const cache::ProblemRecord problem_record{
-        tuner::problem_key(problem.kernel, template_hash, problem.dtype, kLayout, problem.shape), problem.kernel,
+        cache::problem_key(problem.kernel, template_hash, problem.dtype, kLayout, problem.shape), problem.kernel,
         template_hash, problem.dtype, kLayout, to_json_text(problem.shape)};
     event.index = i;
     event.problem = problem;
@@ -211,7 +195,7 @@ void sweep_device(SweepRun& run, tuner::Session& session, const std::string& gro
     // Each trial is committed as it ends, so a kill loses at most the candidates being timed.
     tune_options.on_trial = [&](const TrialReport& trial) {
       if (!trial.resumed) {
-        store.record_tuning(device_record, problem_record, {trial_record(trial)}, std::nullopt, kLibraryVersion);
+        store.record_tuning(device_record, problem_record, {trial_record(trial)}, std::nullopt, GMJIT_VERSION);
       }
       std::lock_guard lock(run.mutex);
       // Configurations ruled out before anything ran are not progress.
@@ -224,10 +208,10 @@ void sweep_device(SweepRun& run, tuner::Session& session, const std::string& gro
     if (report.winner) {
       // The winner is recorded with the numbers of its final, interleaved timing.
       store.record_tuning(device_record, problem_record, {trial_record(report.trials[*report.winner])}, 0,
-                          kLibraryVersion, report.trials.size());
+                          GMJIT_VERSION, report.trials.size());
       // The winner's cubin goes to the binary cache, so a later process launches it without NVRTC.
       const auto source = codegen::specialize(kernel, problem.shape, problem.dtype, report.trials[*report.winner].config);
-      tuner::store_binary(store, *codegen::shared_compiler().compile(source, device.arch).module);
+      cache::store_binary(store, *codegen::shared_compiler().compile(source, device.arch).module);
     }
     std::lock_guard lock(run.mutex);
     auto& mine = run.summary.devices[slot];
@@ -336,7 +320,7 @@ SweepSummary sweep(const std::vector<Problem>& requested, const SweepOptions& op
           const auto& kernel = templates::find_kernel(problem.kernel);
           const std::string template_hash = templates::template_hash(kernel.header);
           had.push_back(store
-                            .find_winner(key, tuner::problem_key(problem.kernel, template_hash, problem.dtype, kLayout,
+                            .find_winner(key, cache::problem_key(problem.kernel, template_hash, problem.dtype, kLayout,
                                                                  problem.shape))
                             .has_value());
         }

@@ -16,9 +16,9 @@
 
 #include "codegen/compiler.hpp"
 #include "gmjit/error.hpp"
-#include "lib/core/device.hpp"
-#include "lib/core/log.hpp"
-#include "lib/core/module.hpp"
+#include "core/device.hpp"
+#include "core/log.hpp"
+#include "core/module.hpp"
 #include "templates/manifest.hpp"
 #include "templates/registry.hpp"
 #include "tuner/harness.hpp"

@@ -10,8 +10,8 @@
 #include <optional>
 
 #include "codegen/compiler.hpp"
-#include "lib/core/device.hpp"
-#include "lib/core/module.hpp"
+#include "core/device.hpp"
+#include "core/module.hpp"
 #include "require_gpu.hpp"
 #include "templates/registry.hpp"
 #include "tuner/harness.hpp"

@@ -9,10 +9,10 @@
 #include "cli_runner.hpp"
 #include "codegen/compiler.hpp"
 #include "gmjit/tune.hpp"
-#include "lib/core/device.hpp"
-#include "lib/core/module.hpp"
+#include "core/device.hpp"
+#include "core/module.hpp"
 #include "require_gpu.hpp"
-#include "tuner/binaries.hpp"
+#include "cache/binaries.hpp"
 #include "tuner/harness.hpp"
 #include "cache/store.hpp"
 
@@ -246,11 +246,11 @@ TEST(SM90_BinaryCache, ABinaryThatFailsToLoadIsDeletedAndRecompiled) {
     bogus.cubin.assign(2048, '\x7f');
     bogus.resources_json = R"({"lowered_name": "nothing"})";
     store.put_binary(bogus);
-    const auto first = tuner::load_through_cache(store, source, device.arch);
+    const auto first = cache::load_through_cache(store, source, device.arch);
     EXPECT_FALSE(first.from_cache);
     ASSERT_NE(first.kernel, nullptr);
     EXPECT_GT(first.kernel->attributes().registers, 0);
-    const auto second = tuner::load_through_cache(store, source, device.arch);
+    const auto second = cache::load_through_cache(store, source, device.arch);
     EXPECT_TRUE(second.from_cache) << "the recompiled binary replaced the bad one";
   }
   std::filesystem::remove_all(dir);

@@ -11,8 +11,8 @@
 
 #include "codegen/compiler.hpp"
 #include "gmjit/error.hpp"
-#include "lib/core/device.hpp"
-#include "lib/core/module.hpp"
+#include "core/device.hpp"
+#include "core/module.hpp"
 #include "require_gpu.hpp"
 #include "templates/registry.hpp"
 #include "tuner/harness.hpp"

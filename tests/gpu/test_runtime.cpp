@@ -16,11 +16,11 @@
 #include "cache/store.hpp"
 #include "codegen/compiler.hpp"
 #include "gmjit/runtime.hpp"
-#include "lib/core/device.hpp"
+#include "core/device.hpp"
 #include "require_gpu.hpp"
 #include "templates/registry.hpp"
-#include "tuner/binaries.hpp"
-#include "tuner/keys.hpp"
+#include "cache/binaries.hpp"
+#include "cache/keys.hpp"
 
 namespace gmjit {
 namespace {
@@ -133,8 +133,8 @@ class RuntimeGpu : public ::testing::Test {
     const std::string template_hash = templates::template_hash(kernel.header);
     cache::Store store(db_);
     const cache::DeviceRecord device_record{device.fingerprint(), device.name, device.arch, device.to_json()};
-    const cache::ProblemRecord problem{tuner::problem_key(kernel_name, template_hash, dtype, tuner::kRowMajor, shape),
-                                       kernel_name, template_hash, dtype, tuner::kRowMajor,
+    const cache::ProblemRecord problem{cache::problem_key(kernel_name, template_hash, dtype, cache::kRowMajor, shape),
+                                       kernel_name, template_hash, dtype, cache::kRowMajor,
                                        nlohmann::json(shape).dump()};
     cache::TrialRecord trial;
     trial.config_json = nlohmann::json(config).dump();
@@ -142,7 +142,7 @@ class RuntimeGpu : public ::testing::Test {
     trial.median_ms = 0.5;
     trial.repetitions = 10;
     store.record_tuning(device_record, problem, {trial}, 0, "test");
-    tuner::store_binary(
+    cache::store_binary(
         store,
         *codegen::shared_compiler().compile(codegen::specialize(kernel, shape, dtype, config), device.arch).module);
   }

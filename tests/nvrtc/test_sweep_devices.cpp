@@ -24,7 +24,7 @@
 #include "cli_runner.hpp"
 #include "gmjit/tune.hpp"
 #include "templates/registry.hpp"
-#include "tuner/keys.hpp"
+#include "cache/keys.hpp"
 #include "tuner/worker.hpp"
 
 extern char** environ;
@@ -46,8 +46,8 @@ std::string fingerprint(const std::string& name) {
 }
 
 std::string vector_add_key(std::int64_t n) {
-  return gmjit::tuner::problem_key("vector_add", gmjit::templates::template_hash("gmjit/vector_add.cuh"), "fp32",
-                                   gmjit::tuner::kRowMajor, {{"n", n}});
+  return gmjit::cache::problem_key("vector_add", gmjit::templates::template_hash("gmjit/vector_add.cuh"), "fp32",
+                                   gmjit::cache::kRowMajor, {{"n", n}});
 }
 
 std::int64_t size_of(std::size_t i) { return 4096 * static_cast<std::int64_t>(i + 1); }

@@ -15,7 +15,7 @@
 #include "cache/store.hpp"
 #include "cli_runner.hpp"
 #include "templates/registry.hpp"
-#include "tuner/keys.hpp"
+#include "cache/keys.hpp"
 #include "tuner/worker.hpp"
 
 extern char** environ;
@@ -25,8 +25,8 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string sgemm_problem_key(const gmjit::Shape& shape) {
-  return gmjit::tuner::problem_key("sgemm", gmjit::templates::template_hash("gmjit/sgemm.cuh"), "fp32",
-                                   gmjit::tuner::kRowMajor, shape);
+  return gmjit::cache::problem_key("sgemm", gmjit::templates::template_hash("gmjit/sgemm.cuh"), "fp32",
+                                   gmjit::cache::kRowMajor, shape);
 }
 
 std::size_t recorded(const std::string& db, const std::string& problem_key) {

@@ -31,7 +31,7 @@
 #include "cache/store.hpp"
 #include "cache_test_support.hpp"
 #include "gmjit/error.hpp"
-#include "lib/core/log.hpp"
+#include "core/log.hpp"
 
 namespace {
 

@@ -16,7 +16,7 @@
 #include "cli_runner.hpp"
 #include "templates/registry.hpp"
 #include "tools/gmtune_format.hpp"
-#include "tuner/keys.hpp"
+#include "cache/keys.hpp"
 #include "unit/cache_test_support.hpp"
 
 namespace gmjit {
@@ -126,8 +126,8 @@ TEST_F(CliSweep, DryRunSkipsProblemsWithAWinnerUnlessRetune) {
     cache::Store store(db_);
     const auto& kernel = templates::find_kernel(done.kernel);
     const std::string hash = templates::template_hash(kernel.header);
-    const cache::ProblemRecord problem{tuner::problem_key(done.kernel, hash, done.dtype, tuner::kRowMajor, done.shape),
-                                       done.kernel, hash, done.dtype, tuner::kRowMajor, nlohmann::json(done.shape).dump()};
+    const cache::ProblemRecord problem{cache::problem_key(done.kernel, hash, done.dtype, cache::kRowMajor, done.shape),
+                                       done.kernel, hash, done.dtype, cache::kRowMajor, nlohmann::json(done.shape).dump()};
     cache::TrialRecord trial;
     trial.config_json = R"({"block":128})";
     trial.status = "ok";

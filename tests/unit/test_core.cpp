@@ -6,8 +6,8 @@
 #include "gmjit/device.hpp"
 #include "gmjit/error.hpp"
 #include "gmjit/types.hpp"
-#include "lib/core/check.hpp"
-#include "lib/core/module.hpp"
+#include "core/check.hpp"
+#include "core/module.hpp"
 #include "tuner/harness.hpp"
 
 namespace gmjit {

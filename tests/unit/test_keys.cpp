@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "templates/registry.hpp"
-#include "tuner/keys.hpp"
+#include "cache/keys.hpp"
 
 namespace gmjit {
 namespace {
@@ -9,14 +9,14 @@ namespace {
 TEST(Keys, ProblemKeyChangesWithEveryPart) {
   const Shape shape{{"m", 16}, {"n", 4096}, {"k", 4096}};
   const std::string hash = templates::template_hash("gmjit/sgemm.cuh");
-  const std::string key = tuner::problem_key("sgemm", hash, "fp32", tuner::kRowMajor, shape);
-  EXPECT_EQ(key, tuner::problem_key("sgemm", hash, "fp32", tuner::kRowMajor, shape));
-  EXPECT_NE(key, tuner::problem_key("sgemm", hash, "fp16", tuner::kRowMajor, shape));
-  EXPECT_NE(key, tuner::problem_key("sgemm", hash, "fp32", "col_major", shape));
-  EXPECT_NE(key, tuner::problem_key("vector_add", hash, "fp32", tuner::kRowMajor, shape));
+  const std::string key = cache::problem_key("sgemm", hash, "fp32", cache::kRowMajor, shape);
+  EXPECT_EQ(key, cache::problem_key("sgemm", hash, "fp32", cache::kRowMajor, shape));
+  EXPECT_NE(key, cache::problem_key("sgemm", hash, "fp16", cache::kRowMajor, shape));
+  EXPECT_NE(key, cache::problem_key("sgemm", hash, "fp32", "col_major", shape));
+  EXPECT_NE(key, cache::problem_key("vector_add", hash, "fp32", cache::kRowMajor, shape));
   Shape other = shape;
   other["m"] = 17;
-  EXPECT_NE(key, tuner::problem_key("sgemm", hash, "fp32", tuner::kRowMajor, other));
+  EXPECT_NE(key, cache::problem_key("sgemm", hash, "fp32", cache::kRowMajor, other));
 }
 
 TEST(Keys, OneTemplateByteChangesTheProblemKey) {
@@ -24,7 +24,7 @@ TEST(Keys, OneTemplateByteChangesTheProblemKey) {
   const std::string name = "gmjit/vector_add.cuh";
   const std::string original = *templates::find_header(name);
   const auto key_now = [&] {
-    return tuner::problem_key("vector_add", templates::template_hash(name), "fp32", tuner::kRowMajor, shape);
+    return cache::problem_key("vector_add", templates::template_hash(name), "fp32", cache::kRowMajor, shape);
   };
   const std::string before = key_now();
   std::string edited = original;

@@ -14,7 +14,7 @@
 #include "cache/store.hpp"
 #include "gmjit/tune.hpp"
 #include "templates/registry.hpp"
-#include "tuner/keys.hpp"
+#include "cache/keys.hpp"
 #include "unit/cache_test_support.hpp"
 
 namespace gmjit {
@@ -252,7 +252,7 @@ class Pending : public ShapesFile {
  protected:
   static std::string key_of(const Problem& p) {
     const auto& kernel = templates::find_kernel(p.kernel);
-    return tuner::problem_key(p.kernel, templates::template_hash(kernel.header), p.dtype, tuner::kRowMajor, p.shape);
+    return cache::problem_key(p.kernel, templates::template_hash(kernel.header), p.dtype, cache::kRowMajor, p.shape);
   }
 
   void record_winner(const fs::path& db, const std::string& device_key, const Problem& p) {
@@ -260,7 +260,7 @@ class Pending : public ShapesFile {
     const cache::DeviceRecord device{device_key, "GPU " + device_key, "sm_90a", R"({"name":"test"})"};
     const auto& kernel = templates::find_kernel(p.kernel);
     const cache::ProblemRecord problem{key_of(p), p.kernel, templates::template_hash(kernel.header), p.dtype,
-                                       tuner::kRowMajor, nlohmann::json(p.shape).dump()};
+                                       cache::kRowMajor, nlohmann::json(p.shape).dump()};
     cache::TrialRecord trial;
     trial.config_json = R"({"block":128})";
     trial.status = "ok";

@@ -6,7 +6,7 @@
 
 #include "codegen/compiler.hpp"
 #include "gmjit/error.hpp"
-#include "lib/core/module.hpp"
+#include "core/module.hpp"
 #include "templates/registry.hpp"
 
 namespace gmjit::templates {

@@ -1,10 +1,10 @@
-#include "lib/core/driver.hpp"
+#include "core/driver.hpp"
 
 #include <dlfcn.h>
 
 #include <mutex>
 
-#include "lib/core/log.hpp"
+#include "core/log.hpp"
 
 namespace gmjit::detail {
 namespace {

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "lib/core/check.hpp"
+#include "core/check.hpp"
 
 namespace gmjit::detail {
 

@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "gmjit/device.hpp"
-#include "lib/core/driver.hpp"
+#include "core/driver.hpp"
 
 namespace gmjit::detail {
 

@@ -1,11 +1,11 @@
 #pragma once
-// The keys that decide what a cached winner is valid for (DESIGN.md, Keys).
+// The keys that decide what a cached winner is valid for (docs/ARCHITECTURE.md, Keys).
 
 #include <string>
 
 #include "gmjit/types.hpp"
 
-namespace gmjit::tuner {
+namespace gmjit::cache {
 
 // All built-in templates take dense row-major operands.
 inline constexpr const char* kRowMajor = "row_major";
@@ -14,4 +14,4 @@ inline constexpr const char* kRowMajor = "row_major";
 std::string problem_key(const std::string& kernel, const std::string& template_hash, const std::string& dtype,
                         const std::string& layout, const Shape& shape);
 
-}  // namespace gmjit::tuner
+}  // namespace gmjit::cache

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "gmjit/types.hpp"
-#include "lib/core/driver.hpp"
+#include "core/driver.hpp"
 
 namespace gmjit::detail {
 

@@ -1,4 +1,4 @@
-#include "lib/core/module.hpp"
+#include "core/module.hpp"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "lib/core/device.hpp"
+#include "core/device.hpp"
 
 #include <nlohmann/json.hpp>
 #include <nvrtc.h>
@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "lib/core/log.hpp"
+#include "core/log.hpp"
 
 namespace gmjit {
 

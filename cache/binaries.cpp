@@ -1,10 +1,10 @@
-#include "tuner/binaries.hpp"
+#include "cache/binaries.hpp"
 
 #include <nlohmann/json.hpp>
 
-#include "lib/core/log.hpp"
+#include "core/log.hpp"
 
-namespace gmjit::tuner {
+namespace gmjit::cache {
 
 void store_binary(cache::Store& store, const codegen::CompiledModule& compiled) {
   cache::BinaryRecord binary;
@@ -13,7 +13,7 @@ void store_binary(cache::Store& store, const codegen::CompiledModule& compiled) 
   binary.arch = compiled.arch;
   binary.cubin = compiled.cubin;
   binary.ptx = compiled.ptx;
-  binary.resources_json = codegen::describe(compiled);
+  binary.resources_json = codegen::resources_json(compiled);
   store.put_binary(binary);
 }
 
@@ -41,4 +41,4 @@ LoadedBinary load_through_cache(cache::Store& store, const codegen::GeneratedSou
   return loaded;
 }
 
-}  // namespace gmjit::tuner
+}  // namespace gmjit::cache

@@ -8,9 +8,9 @@
 
 #include "cache/store.hpp"
 #include "codegen/compiler.hpp"
-#include "lib/core/module.hpp"
+#include "core/module.hpp"
 
-namespace gmjit::tuner {
+namespace gmjit::cache {
 
 struct LoadedBinary {
   std::unique_ptr<detail::Module> module;
@@ -24,4 +24,4 @@ void store_binary(cache::Store& store, const codegen::CompiledModule& compiled);
 // Needs a current context.
 LoadedBinary load_through_cache(cache::Store& store, const codegen::GeneratedSource& source, const std::string& arch);
 
-}  // namespace gmjit::tuner
+}  // namespace gmjit::cache
