@@ -89,7 +89,7 @@ int main() {
     cache::store_binary(
         store,
         *codegen::shared_compiler().compile(codegen::specialize(kernel, target, "fp32", config), device.arch).module);
-    codegen::shared_compiler().clear();  // from here on nothing may come from NVRTC or memory
+    codegen::shared_compiler().forget_modules();  // from here on nothing may come from NVRTC or memory
   }
 
   constexpr int kRuns = 2000;

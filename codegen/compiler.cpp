@@ -45,7 +45,7 @@ class Program {
   ~Program() { nvrtcDestroyProgram(&program_); }
   Program(const Program&) = delete;
   Program& operator=(const Program&) = delete;
-  nvrtcProgram get() const { return program_; }
+  nvrtcProgram native() const { return program_; }
 
   std::string log() const {
     size_t size = 0;
@@ -71,10 +71,10 @@ std::shared_ptr<const CompiledModule> run_nvrtc(const GeneratedSource& source, c
   module->compile_key = std::move(key);
 
   Program program(source);
-  GMJIT_NVRTC(nvrtcAddNameExpression(program.get(), source.name_expression.c_str()));
+  GMJIT_NVRTC(nvrtcAddNameExpression(program.native(), source.name_expression.c_str()));
   std::vector<const char*> options;
   for (const auto& option : module->options) options.push_back(option.c_str());
-  const nvrtcResult result = nvrtcCompileProgram(program.get(), static_cast<int>(options.size()), options.data());
+  const nvrtcResult result = nvrtcCompileProgram(program.native(), static_cast<int>(options.size()), options.data());
   module->log = program.log();
   if (result != NVRTC_SUCCESS) {
     throw Error(ErrorKind::compile, result,
@@ -83,16 +83,16 @@ std::shared_ptr<const CompiledModule> run_nvrtc(const GeneratedSource& source, c
                 "nvrtcCompileProgram", __FILE__, __LINE__, module->log, module->options);
   }
   const char* lowered = nullptr;
-  GMJIT_NVRTC(nvrtcGetLoweredName(program.get(), source.name_expression.c_str(), &lowered));
+  GMJIT_NVRTC(nvrtcGetLoweredName(program.native(), source.name_expression.c_str(), &lowered));
   module->lowered_name = lowered;
   size_t size = 0;
-  GMJIT_NVRTC(nvrtcGetPTXSize(program.get(), &size));
+  GMJIT_NVRTC(nvrtcGetPTXSize(program.native(), &size));
   module->ptx.resize(size);
-  GMJIT_NVRTC(nvrtcGetPTX(program.get(), module->ptx.data()));
+  GMJIT_NVRTC(nvrtcGetPTX(program.native(), module->ptx.data()));
   while (!module->ptx.empty() && module->ptx.back() == '\0') module->ptx.pop_back();
-  GMJIT_NVRTC(nvrtcGetCUBINSize(program.get(), &size));
+  GMJIT_NVRTC(nvrtcGetCUBINSize(program.native(), &size));
   module->cubin.resize(size);
-  GMJIT_NVRTC(nvrtcGetCUBIN(program.get(), module->cubin.data()));
+  GMJIT_NVRTC(nvrtcGetCUBIN(program.native(), module->cubin.data()));
   module->resources = parse_ptxas_report(module->log, module->lowered_name);
   if (module->resources.registers == 0) {
     // Seen on the H200 host: the same NVRTC build returned an empty log for -Xptxas=-v there.
@@ -251,12 +251,12 @@ Compiler::Result Compiler::compile(const GeneratedSource& source, const std::str
   }
 }
 
-void Compiler::clear() {
+void Compiler::forget_modules() {
   std::lock_guard<std::mutex> lock(mutex_);
   modules_.clear();
 }
 
-std::size_t Compiler::size() const {
+std::size_t Compiler::module_count() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return modules_.size();
 }

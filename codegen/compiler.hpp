@@ -73,8 +73,9 @@ class Compiler {
   };
   // Throws Error(compile) with NVRTC's whole log and the options when compilation fails.
   Result compile(const GeneratedSource& source, const std::string& arch);
-  void clear();
-  std::size_t size() const;
+  // Drops every module kept in memory, so the next compile of any key runs NVRTC again.
+  void forget_modules();
+  std::size_t module_count() const;
 
  private:
   mutable std::mutex mutex_;
