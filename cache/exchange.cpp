@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <sqlite3.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,39 +12,27 @@
 #include <fstream>
 #include <iterator>
 #include <limits>
-#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
+#include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
+#include <vector>
 
-#include "gmjit/error.hpp"
+#include "cache/fail.hpp"
 #include "core/log.hpp"
-
-#define GMJIT_EXCHANGE_USAGE(...)                                                            \
-  throw ::gmjit::Error(::gmjit::ErrorKind::usage, 0, fmt::format(__VA_ARGS__), {}, __FILE__, \
-                       __LINE__)
-
-#define GMJIT_EXCHANGE_CACHE(code, call, ...)                                               \
-  throw ::gmjit::Error(::gmjit::ErrorKind::cache, (code), fmt::format(__VA_ARGS__), (call), \
-                       __FILE__, __LINE__)
+#include "gmjit/error.hpp"
 
 namespace gmjit::cache {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// The one door into Store's connection, for applying a whole import in one transaction.
-struct StoreAccess {
-  static Connection& connection(Store& store) { return store.connection_; }
-  static Statement& statement(Store& store, const char* sql) { return store.statement(sql); }
-};
-
 namespace {
 
 constexpr std::string_view kFormat = "gmjit-cache-export";
 constexpr int kFormatVersion = 1;
-constexpr std::array<std::string_view, 7> kStatuses = {
-    "ok", "compile_failed", "invalid", "launch_failed", "crashed", "timeout", "wrong_result"};
 
 // ---------------------------------------------------------------------------------------------
 // base64 (RFC 4648, with padding)
@@ -107,676 +94,354 @@ std::optional<std::vector<char>> base64_decode(std::string_view text) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The document, validated and typed
+// The document's fields, each named once for reading and writing
 
-struct DeviceRow {
-  DeviceRecord record;
-  std::int64_t first_seen = 0;
-  std::int64_t last_seen = 0;
+// What a reader demands of a text field beyond being a string.
+enum class Text { any, non_empty, json };
+
+template <class Record, class T>
+struct Field {
+  const char* name;
+  T Record::*member;
+  Text text = Text::any;
 };
 
-struct TrialRow {
-  std::string device;
-  std::string problem;
-  TrialRecord record;
-  std::int64_t tuned_at = 0;
-  std::string library_version;
-  std::int64_t occurrence = 0;
-};
+template <class Record, class T>
+constexpr Field<Record, T> field(const char* name, T Record::*member, Text text = Text::any) {
+  return {name, member, text};
+}
 
-struct WinnerRow {
-  std::string device;
-  std::string problem;
-  std::size_t trial = 0;
-  std::int64_t trial_count = 0;
-  std::int64_t tuned_at = 0;
-  std::string library_version;
-};
+constexpr auto kDeviceFields =
+    std::make_tuple(field("key", &DeviceRecord::key, Text::non_empty),
+                    field("name", &DeviceRecord::name), field("arch", &DeviceRecord::arch),
+                    field("fingerprint_json", &DeviceRecord::fingerprint_json, Text::json));
+constexpr auto kDeviceRowFields = std::make_tuple(field("first_seen", &CacheRows::Device::first_seen),
+                                                  field("last_seen", &CacheRows::Device::last_seen));
+constexpr auto kKernelFields =
+    std::make_tuple(field("name", &CacheRows::Kernel::name, Text::non_empty),
+                    field("template_hash", &CacheRows::Kernel::template_hash));
+constexpr auto kProblemFields = std::make_tuple(
+    field("key", &ProblemRecord::key, Text::non_empty),
+    field("kernel", &ProblemRecord::kernel, Text::non_empty),
+    field("template_hash", &ProblemRecord::template_hash), field("dtype", &ProblemRecord::dtype),
+    field("layout", &ProblemRecord::layout), field("shape_json", &ProblemRecord::shape_json, Text::json));
+constexpr auto kTrialRowFields =
+    std::make_tuple(field("device", &CacheRows::Trial::device_key, Text::non_empty),
+                    field("problem", &CacheRows::Trial::problem_key, Text::non_empty),
+                    field("tuned_at", &CacheRows::Trial::tuned_at),
+                    field("library_version", &CacheRows::Trial::library_version));
+constexpr auto kTrialFields = std::make_tuple(
+    field("config_json", &TrialRecord::config_json, Text::json), field("status", &TrialRecord::status),
+    field("median_ms", &TrialRecord::median_ms), field("spread", &TrialRecord::spread),
+    field("repetitions", &TrialRecord::repetitions), field("verify_error", &TrialRecord::verify_error),
+    field("compile_ms", &TrialRecord::compile_ms), field("registers", &TrialRecord::registers),
+    field("spill_bytes", &TrialRecord::spill_bytes), field("shared_bytes", &TrialRecord::shared_bytes),
+    field("detail", &TrialRecord::detail));
+// "trial" is written and checked apart: it is an index into the document's trials.
+constexpr auto kWinnerFields =
+    std::make_tuple(field("device", &CacheRows::Winner::device_key, Text::non_empty),
+                    field("problem", &CacheRows::Winner::problem_key, Text::non_empty),
+                    field("trial_count", &CacheRows::Winner::trial_count),
+                    field("tuned_at", &CacheRows::Winner::tuned_at),
+                    field("library_version", &CacheRows::Winner::library_version));
+constexpr auto kBinaryFields = std::make_tuple(
+    field("compile_key", &BinaryRecord::compile_key, Text::non_empty),
+    field("kernel", &BinaryRecord::kernel), field("arch", &BinaryRecord::arch),
+    field("cubin_base64", &BinaryRecord::cubin), field("ptx", &BinaryRecord::ptx),
+    field("resources_json", &BinaryRecord::resources_json), field("checksum", &BinaryRecord::checksum),
+    field("last_used", &BinaryRecord::last_used));
+constexpr auto kBinaryRowFields = std::make_tuple(field("created_at", &CacheRows::Binary::created_at));
 
-struct BinaryRow {
-  BinaryRecord record;  // checksum as the document states it
-  std::int64_t created_at = 0;
-};
+// JSON cannot spell NaN; null stands for it.
+json value_of(double v) { return std::isnan(v) ? json(nullptr) : json(v); }
+json value_of(const std::vector<char>& bytes) { return base64_encode(bytes); }
+template <class T>
+json value_of(const T& v) {
+  return v;
+}
 
-struct Document {
-  std::vector<DeviceRow> devices;
-  std::vector<std::pair<std::string, std::string>> kernels;  // name, template hash
-  std::vector<ProblemRecord> problems;
-  std::vector<TrialRow> trials;
-  std::vector<WinnerRow> winners;
-  std::vector<BinaryRow> binaries;
-};
+template <class Record, class... Types>
+void write_fields(json& object, const Record& record,
+                  const std::tuple<Field<Record, Types>...>& fields) {
+  std::apply([&](const auto&... f) { ((object[f.name] = value_of(record.*(f.member))), ...); },
+             fields);
+}
 
 // Reads the fields of one object of the document; every failure names where it is ("trials[3]:
 // missing median_ms"), in one line.
-class Fields {
+class Reader {
  public:
-  Fields(const json& object, std::string where) : object_(object), where_(std::move(where)) {
-    if (!object_.is_object()) GMJIT_EXCHANGE_USAGE("{}: expected an object", where_);
+  Reader(const json& object, std::string where) : object_(object), where_(std::move(where)) {
+    if (!object_.is_object()) GMJIT_USAGE_FAIL("{}: expected an object", where_);
   }
+
+  const std::string& where() const { return where_; }
+  bool has(const char* name) const { return object_.contains(name); }
 
   const json& get(const char* name) const {
     const auto it = object_.find(name);
-    if (it == object_.end()) GMJIT_EXCHANGE_USAGE("{}: missing {}", where_, name);
+    if (it == object_.end()) GMJIT_USAGE_FAIL("{}: missing {}", where_, name);
     return *it;
   }
 
-  std::string text(const char* name, bool allow_empty = true) const {
+  void read(const char* name, Text rule, std::string& out) const {
     const json& v = get(name);
-    if (!v.is_string()) GMJIT_EXCHANGE_USAGE("{}.{}: expected a string", where_, name);
-    std::string s = v.get<std::string>();
-    if (!allow_empty && s.empty()) GMJIT_EXCHANGE_USAGE("{}.{}: must not be empty", where_, name);
-    return s;
-  }
-
-  std::string json_text(const char* name) const {
-    std::string s = text(name);
-    if (!json::accept(s)) GMJIT_EXCHANGE_USAGE("{}.{}: not valid JSON", where_, name);
-    return s;
-  }
-
-  std::int64_t integer(const char* name) const {
-    const json& v = get(name);
-    if (!v.is_number_integer()) GMJIT_EXCHANGE_USAGE("{}.{}: expected an integer", where_, name);
-    return v.get<std::int64_t>();
-  }
-
-  int int32(const char* name) const {
-    const std::int64_t v = integer(name);
-    if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max()) {
-      GMJIT_EXCHANGE_USAGE("{}.{}: {} is out of range", where_, name, v);
+    if (!v.is_string()) GMJIT_USAGE_FAIL("{}.{}: expected a string", where_, name);
+    out = v.get<std::string>();
+    if (rule == Text::non_empty && out.empty()) {
+      GMJIT_USAGE_FAIL("{}.{}: must not be empty", where_, name);
     }
-    return static_cast<int>(v);
+    if (rule == Text::json && !json::accept(out)) {
+      GMJIT_USAGE_FAIL("{}.{}: not valid JSON", where_, name);
+    }
   }
 
-  // null stands for NaN, which JSON cannot spell.
-  double real(const char* name) const {
+  void read(const char* name, Text, std::int64_t& out) const {
     const json& v = get(name);
-    if (v.is_null()) return std::numeric_limits<double>::quiet_NaN();
-    if (!v.is_number()) GMJIT_EXCHANGE_USAGE("{}.{}: expected a number or null", where_, name);
-    return v.get<double>();
+    if (!v.is_number_integer()) GMJIT_USAGE_FAIL("{}.{}: expected an integer", where_, name);
+    out = v.get<std::int64_t>();
   }
 
-  bool has(const char* name) const { return object_.contains(name); }
+  void read(const char* name, Text, int& out) const {
+    std::int64_t v = 0;
+    read(name, Text::any, v);
+    if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max()) {
+      GMJIT_USAGE_FAIL("{}.{}: {} is out of range", where_, name, v);
+    }
+    out = static_cast<int>(v);
+  }
+
+  void read(const char* name, Text, double& out) const {
+    const json& v = get(name);
+    if (v.is_null()) {
+      out = std::numeric_limits<double>::quiet_NaN();
+      return;
+    }
+    if (!v.is_number()) GMJIT_USAGE_FAIL("{}.{}: expected a number or null", where_, name);
+    out = v.get<double>();
+  }
+
+  void read(const char* name, Text, std::vector<char>& out) const {
+    std::string text;
+    read(name, Text::any, text);
+    auto bytes = base64_decode(text);
+    if (!bytes) GMJIT_USAGE_FAIL("{}.{}: not valid base64", where_, name);
+    out = std::move(*bytes);
+  }
+
+  template <class Record, class... Types>
+  void read_fields(Record& record, const std::tuple<Field<Record, Types>...>& fields) const {
+    std::apply([&](const auto&... f) { (read(f.name, f.text, record.*(f.member)), ...); }, fields);
+  }
 
  private:
   const json& object_;
   std::string where_;
 };
 
-const json& array_field(const json& root, const char* name, bool required) {
-  static const json kEmpty = json::array();
+// Reads each object of the array `name` into a row; `required` says whether it may be absent.
+template <class Row, class ReadRow>
+std::vector<Row> read_array(const json& root, const char* name, bool required, ReadRow read_row) {
+  std::vector<Row> rows;
   const auto it = root.find(name);
   if (it == root.end()) {
-    if (required) GMJIT_EXCHANGE_USAGE("missing {}", name);
-    return kEmpty;
+    if (required) GMJIT_USAGE_FAIL("missing {}", name);
+    return rows;
   }
-  if (!it->is_array()) GMJIT_EXCHANGE_USAGE("{}: expected an array", name);
-  return *it;
+  if (!it->is_array()) GMJIT_USAGE_FAIL("{}: expected an array", name);
+  for (std::size_t i = 0; i < it->size(); ++i) {
+    const Reader reader((*it)[i], fmt::format("{}[{}]", name, i));
+    read_row(reader, rows.emplace_back());
+  }
+  return rows;
 }
 
-std::string item(const char* array, std::size_t index) {
-  return fmt::format("{}[{}]", array, index);
+template <class Row, class WriteRow>
+json write_array(const std::vector<Row>& rows, WriteRow write_row) {
+  json array = json::array();
+  for (const Row& row : rows) {
+    json object = json::object();
+    write_row(object, row);
+    array.push_back(std::move(object));
+  }
+  return array;
 }
 
-Document validate(const json& root, const ImportOptions& options) {
-  if (!root.is_object()) GMJIT_EXCHANGE_USAGE("the document is not a JSON object");
+// ---------------------------------------------------------------------------------------------
+// The document
+
+json to_document(const CacheRows& rows, bool with_binaries) {
+  json doc = {{"format", kFormat}, {"version", kFormatVersion}};
+  doc["devices"] = write_array(rows.devices, [](json& o, const CacheRows::Device& d) {
+    write_fields(o, d.record, kDeviceFields);
+    write_fields(o, d, kDeviceRowFields);
+  });
+  doc["kernels"] = write_array(
+      rows.kernels, [](json& o, const CacheRows::Kernel& k) { write_fields(o, k, kKernelFields); });
+  doc["problems"] = write_array(
+      rows.problems, [](json& o, const ProblemRecord& p) { write_fields(o, p, kProblemFields); });
+  doc["trials"] = write_array(rows.trials, [](json& o, const CacheRows::Trial& t) {
+    write_fields(o, t, kTrialRowFields);
+    write_fields(o, t.record, kTrialFields);
+    o["occurrence"] = t.occurrence;
+  });
+  doc["winners"] = write_array(rows.winners, [](json& o, const CacheRows::Winner& w) {
+    write_fields(o, w, kWinnerFields);
+    o["trial"] = w.trial;
+  });
+  if (with_binaries) {
+    doc["binaries"] = write_array(rows.binaries, [](json& o, const CacheRows::Binary& b) {
+      write_fields(o, b.record, kBinaryFields);
+      write_fields(o, b, kBinaryRowFields);
+    });
+  }
+  return doc;
+}
+
+CacheRows validate(const json& root, const ImportOptions& options) {
+  if (!root.is_object()) GMJIT_USAGE_FAIL("the document is not a JSON object");
   const auto format = root.find("format");
   if (format == root.end() || !format->is_string() || format->get<std::string>() != kFormat) {
-    GMJIT_EXCHANGE_USAGE("format: expected \"{}\", found {}", kFormat,
-                         format == root.end() ? std::string("nothing") : format->dump());
+    GMJIT_USAGE_FAIL("format: expected \"{}\", found {}", kFormat,
+                     format == root.end() ? std::string("nothing") : format->dump());
   }
   const auto version = root.find("version");
   if (version == root.end() || !version->is_number_integer() ||
       version->get<std::int64_t>() != kFormatVersion) {
-    GMJIT_EXCHANGE_USAGE("version: unsupported export version {} (this library reads {})",
-                         version == root.end() ? std::string("(missing)") : version->dump(),
-                         kFormatVersion);
+    GMJIT_USAGE_FAIL("version: unsupported export version {} (this library reads {})",
+                     version == root.end() ? std::string("(missing)") : version->dump(),
+                     kFormatVersion);
   }
-  auto known = [&](const std::string& kernel, const std::string& where) {
+  auto known = [&](const std::string& kernel, const Reader& r) {
     if (options.known_kernel && !options.known_kernel(kernel)) {
-      GMJIT_EXCHANGE_USAGE("{}: unknown kernel '{}'", where, kernel);
+      GMJIT_USAGE_FAIL("{}: unknown kernel '{}'", r.where(), kernel);
     }
   };
 
-  Document doc;
+  CacheRows rows;
   std::set<std::string> device_keys;
-  const json& devices = array_field(root, "devices", true);
-  for (std::size_t i = 0; i < devices.size(); ++i) {
-    const Fields f(devices[i], item("devices", i));
-    DeviceRow row;
-    row.record = {f.text("key", false), f.text("name"), f.text("arch"),
-                  f.json_text("fingerprint_json")};
-    row.first_seen = f.integer("first_seen");
-    row.last_seen = f.integer("last_seen");
-    device_keys.insert(row.record.key);
-    doc.devices.push_back(std::move(row));
-  }
-  const json& kernels = array_field(root, "kernels", true);
-  for (std::size_t i = 0; i < kernels.size(); ++i) {
-    const Fields f(kernels[i], item("kernels", i));
-    doc.kernels.emplace_back(f.text("name", false), f.text("template_hash"));
-    known(doc.kernels.back().first, item("kernels", i));
-  }
+  rows.devices = read_array<CacheRows::Device>(root, "devices", true, [&](const Reader& r, auto& d) {
+    r.read_fields(d.record, kDeviceFields);
+    r.read_fields(d, kDeviceRowFields);
+    device_keys.insert(d.record.key);
+  });
+  rows.kernels = read_array<CacheRows::Kernel>(root, "kernels", true, [&](const Reader& r, auto& k) {
+    r.read_fields(k, kKernelFields);
+    known(k.name, r);
+  });
   std::set<std::string> problem_keys;
-  const json& problems = array_field(root, "problems", true);
-  for (std::size_t i = 0; i < problems.size(); ++i) {
-    const Fields f(problems[i], item("problems", i));
-    ProblemRecord p{f.text("key", false), f.text("kernel", false), f.text("template_hash"),
-                    f.text("dtype"),      f.text("layout"),        f.json_text("shape_json")};
-    known(p.kernel, item("problems", i));
+  rows.problems = read_array<ProblemRecord>(root, "problems", true, [&](const Reader& r, auto& p) {
+    r.read_fields(p, kProblemFields);
+    known(p.kernel, r);
     problem_keys.insert(p.key);
-    doc.problems.push_back(std::move(p));
-  }
-  const json& trials = array_field(root, "trials", true);
-  for (std::size_t i = 0; i < trials.size(); ++i) {
-    const std::string where = item("trials", i);
-    const Fields f(trials[i], where);
-    TrialRow row;
-    row.device = f.text("device", false);
-    if (device_keys.count(row.device) == 0) {
-      GMJIT_EXCHANGE_USAGE("{}.device: '{}' is not among devices", where, row.device);
+  });
+  rows.trials = read_array<CacheRows::Trial>(root, "trials", true, [&](const Reader& r, auto& t) {
+    r.read_fields(t, kTrialRowFields);
+    if (device_keys.count(t.device_key) == 0) {
+      GMJIT_USAGE_FAIL("{}.device: '{}' is not among devices", r.where(), t.device_key);
     }
-    row.problem = f.text("problem", false);
-    if (problem_keys.count(row.problem) == 0) {
-      GMJIT_EXCHANGE_USAGE("{}.problem: '{}' is not among problems", where, row.problem);
+    if (problem_keys.count(t.problem_key) == 0) {
+      GMJIT_USAGE_FAIL("{}.problem: '{}' is not among problems", r.where(), t.problem_key);
     }
-    TrialRecord& t = row.record;
-    t.config_json = f.json_text("config_json");
-    t.status = f.text("status");
-    if (std::find(kStatuses.begin(), kStatuses.end(), t.status) == kStatuses.end()) {
-      GMJIT_EXCHANGE_USAGE("{}.status: unknown status '{}'", where, t.status);
+    r.read_fields(t.record, kTrialFields);
+    const std::string& status = t.record.status;
+    if (std::find(kTrialStatuses.begin(), kTrialStatuses.end(), status) == kTrialStatuses.end()) {
+      GMJIT_USAGE_FAIL("{}.status: unknown status '{}'", r.where(), status);
     }
-    t.median_ms = f.real("median_ms");
-    t.spread = f.real("spread");
-    t.repetitions = f.int32("repetitions");
-    t.verify_error = f.real("verify_error");
-    t.compile_ms = f.real("compile_ms");
-    t.registers = f.int32("registers");
-    t.spill_bytes = f.int32("spill_bytes");
-    t.shared_bytes = f.int32("shared_bytes");
-    t.detail = f.text("detail");
-    row.tuned_at = f.integer("tuned_at");
-    row.library_version = f.text("library_version");
-    row.occurrence = f.has("occurrence") ? f.integer("occurrence") : 0;
-    doc.trials.push_back(std::move(row));
-  }
-  const json& winners = array_field(root, "winners", true);
-  for (std::size_t i = 0; i < winners.size(); ++i) {
-    const std::string where = item("winners", i);
-    const Fields f(winners[i], where);
-    WinnerRow row;
-    row.device = f.text("device", false);
-    row.problem = f.text("problem", false);
-    const std::int64_t trial = f.integer("trial");
-    if (trial < 0 || static_cast<std::uint64_t>(trial) >= doc.trials.size()) {
-      GMJIT_EXCHANGE_USAGE("{}.trial: {} is not an index into trials ({} trials)", where, trial,
-                           doc.trials.size());
+    if (r.has("occurrence")) r.read("occurrence", Text::any, t.occurrence);
+  });
+  rows.winners = read_array<CacheRows::Winner>(root, "winners", true, [&](const Reader& r, auto& w) {
+    r.read_fields(w, kWinnerFields);
+    std::int64_t trial = 0;
+    r.read("trial", Text::any, trial);
+    if (trial < 0 || static_cast<std::uint64_t>(trial) >= rows.trials.size()) {
+      GMJIT_USAGE_FAIL("{}.trial: {} is not an index into trials ({} trials)", r.where(), trial,
+                       rows.trials.size());
     }
-    row.trial = static_cast<std::size_t>(trial);
-    const TrialRow& t = doc.trials[row.trial];
-    if (t.device != row.device || t.problem != row.problem) {
-      GMJIT_EXCHANGE_USAGE("{}: trial {} belongs to another device or problem", where, trial);
+    w.trial = static_cast<std::size_t>(trial);
+    const CacheRows::Trial& t = rows.trials[w.trial];
+    if (t.device_key != w.device_key || t.problem_key != w.problem_key) {
+      GMJIT_USAGE_FAIL("{}: trial {} belongs to another device or problem", r.where(), trial);
     }
     if (t.record.status != "ok") {
-      GMJIT_EXCHANGE_USAGE("{}: trial {} has status '{}'; only an 'ok' trial can win", where, trial,
-                           t.record.status);
+      GMJIT_USAGE_FAIL("{}: trial {} has status '{}'; only an 'ok' trial can win", r.where(), trial,
+                       t.record.status);
     }
-    row.trial_count = f.integer("trial_count");
-    row.tuned_at = f.integer("tuned_at");
-    row.library_version = f.text("library_version");
-    doc.winners.push_back(std::move(row));
-  }
-  const json& binaries = array_field(root, "binaries", false);
-  for (std::size_t i = 0; i < binaries.size(); ++i) {
-    const std::string where = item("binaries", i);
-    const Fields f(binaries[i], where);
-    BinaryRow row;
-    BinaryRecord& b = row.record;
-    b.compile_key = f.text("compile_key", false);
-    b.kernel = f.text("kernel");
-    b.arch = f.text("arch");
-    auto cubin = base64_decode(f.text("cubin_base64"));
-    if (!cubin) GMJIT_EXCHANGE_USAGE("{}.cubin_base64: not valid base64", where);
-    b.cubin = std::move(*cubin);
-    b.ptx = f.text("ptx");
-    b.resources_json = f.text("resources_json");
-    b.checksum = f.text("checksum");
-    b.last_used = f.integer("last_used");
-    row.created_at = f.integer("created_at");
-    doc.binaries.push_back(std::move(row));
-  }
-  return doc;
+  });
+  rows.binaries = read_array<CacheRows::Binary>(root, "binaries", false, [&](const Reader& r, auto& b) {
+    r.read_fields(b.record, kBinaryFields);
+    r.read_fields(b, kBinaryRowFields);
+  });
+  return rows;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Reading a cache into a document
-
-// A read snapshot, so that an export is consistent while tuners keep writing.
-class ReadTransaction {
- public:
-  explicit ReadTransaction(Connection& connection) : connection_(connection) {
-    connection_.exec("BEGIN");
-  }
-  ReadTransaction(const ReadTransaction&) = delete;
-  ReadTransaction& operator=(const ReadTransaction&) = delete;
-  ~ReadTransaction() {
-    if (sqlite3_get_autocommit(connection_.handle()) == 0) {
-      sqlite3_exec(connection_.handle(), "ROLLBACK", nullptr, nullptr, nullptr);
-    }
-  }
-
- private:
-  Connection& connection_;
-};
-
-json real_or_null(const Statement& s, int index) {
-  if (s.column_is_null(index)) return nullptr;
-  return s.column_double(index);
-}
-
-std::int64_t schema_version(sqlite3* db) {
-  Statement s(db, "PRAGMA user_version");
-  return s.step() ? s.column_int64(0) : 0;
-}
-
-json read_document(Connection& connection, bool with_binaries) {
-  sqlite3* db = connection.handle();
-  ReadTransaction snapshot(connection);
-  const std::int64_t version = schema_version(db);
-  json doc = {{"format", kFormat}, {"version", kFormatVersion}};
-
-  json devices = json::array();
-  {
-    Statement s(db,
-                "SELECT key, name, arch, fingerprint_json, first_seen, last_seen FROM devices "
-                "ORDER BY id");
-    while (s.step()) {
-      devices.push_back({{"key", s.column_text(0)},
-                         {"name", s.column_text(1)},
-                         {"arch", s.column_text(2)},
-                         {"fingerprint_json", s.column_text(3)},
-                         {"first_seen", s.column_int64(4)},
-                         {"last_seen", s.column_int64(5)}});
-    }
-  }
-  json kernels = json::array();
-  {
-    Statement s(db, "SELECT name, template_hash FROM kernels ORDER BY id");
-    while (s.step()) {
-      kernels.push_back({{"name", s.column_text(0)}, {"template_hash", s.column_text(1)}});
-    }
-  }
-  json problems = json::array();
-  {
-    Statement s(db,
-                "SELECT p.key, k.name, k.template_hash, p.dtype, p.layout, p.shape_json "
-                "FROM problems p JOIN kernels k ON k.id = p.kernel_id ORDER BY p.id");
-    while (s.step()) {
-      problems.push_back({{"key", s.column_text(0)},
-                          {"kernel", s.column_text(1)},
-                          {"template_hash", s.column_text(2)},
-                          {"dtype", s.column_text(3)},
-                          {"layout", s.column_text(4)},
-                          {"shape_json", s.column_text(5)}});
-    }
-  }
-  json trials = json::array();
-  std::map<std::int64_t, std::size_t> trial_index;
-  {
-    // Schema 1 has no occurrence column; numbering identical trials the way migration 2 does
-    // gives them the identity they would have after an upgrade.
-    const char* occurrence =
-        version >= 2 ? "t.occurrence"
-                     : "row_number() OVER (PARTITION BY t.device_id, t.problem_id, "
-                       "t.config_json, t.status, ifnull(t.median_ms, 'NaN'), t.tuned_at, "
-                       "t.library_version ORDER BY t.id) - 1";
-    Statement s(
-        db, fmt::format("SELECT t.id, d.key, p.key, t.config_json, t.status, t.median_ms, "
-                        "t.spread, t.repetitions, t.verify_error, t.compile_ms, t.registers, "
-                        "t.spill_bytes, t.shared_bytes, t.detail, t.tuned_at, t.library_version, "
-                        "{} FROM trials t JOIN devices d ON d.id = t.device_id "
-                        "JOIN problems p ON p.id = t.problem_id ORDER BY t.id",
-                        occurrence));
-    while (s.step()) {
-      trial_index.emplace(s.column_int64(0), trials.size());
-      trials.push_back({{"device", s.column_text(1)},
-                        {"problem", s.column_text(2)},
-                        {"config_json", s.column_text(3)},
-                        {"status", s.column_text(4)},
-                        {"median_ms", real_or_null(s, 5)},
-                        {"spread", real_or_null(s, 6)},
-                        {"repetitions", s.column_int64(7)},
-                        {"verify_error", real_or_null(s, 8)},
-                        {"compile_ms", real_or_null(s, 9)},
-                        {"registers", s.column_int64(10)},
-                        {"spill_bytes", s.column_int64(11)},
-                        {"shared_bytes", s.column_int64(12)},
-                        {"detail", s.column_text(13)},
-                        {"tuned_at", s.column_int64(14)},
-                        {"library_version", s.column_text(15)},
-                        {"occurrence", s.column_int64(16)}});
-    }
-  }
-  json winners = json::array();
-  {
-    Statement s(db,
-                "SELECT d.key, p.key, w.trial_id, w.trial_count, w.tuned_at, w.library_version "
-                "FROM winners w JOIN devices d ON d.id = w.device_id "
-                "JOIN problems p ON p.id = w.problem_id ORDER BY d.key, p.key");
-    while (s.step()) {
-      const auto it = trial_index.find(s.column_int64(2));
-      if (it == trial_index.end()) {
-        // Only a damaged cache has such a winner (verify reports it); it cannot travel.
-        detail::logger().warn("export: winner of device {} problem {} has no trial; skipped",
-                              s.column_text(0), s.column_text(1));
-        continue;
-      }
-      winners.push_back({{"device", s.column_text(0)},
-                         {"problem", s.column_text(1)},
-                         {"trial", it->second},
-                         {"trial_count", s.column_int64(3)},
-                         {"tuned_at", s.column_int64(4)},
-                         {"library_version", s.column_text(5)}});
-    }
-  }
-  doc["devices"] = std::move(devices);
-  doc["kernels"] = std::move(kernels);
-  doc["problems"] = std::move(problems);
-  doc["trials"] = std::move(trials);
-  doc["winners"] = std::move(winners);
-  if (with_binaries) {
-    json binaries = json::array();
-    if (version >= 2) {
-      Statement s(db,
-                  "SELECT compile_key, kernel, arch, cubin, ptx, resources_json, checksum, "
-                  "created_at, last_used FROM binaries ORDER BY compile_key");
-      while (s.step()) {
-        binaries.push_back({{"compile_key", s.column_text(0)},
-                            {"kernel", s.column_text(1)},
-                            {"arch", s.column_text(2)},
-                            {"cubin_base64", base64_encode(s.column_blob(3))},
-                            {"ptx", s.column_text(4)},
-                            {"resources_json", s.column_text(5)},
-                            {"checksum", s.column_text(6)},
-                            {"created_at", s.column_int64(7)},
-                            {"last_used", s.column_int64(8)}});
-      }
-    }
-    doc["binaries"] = std::move(binaries);
-  }
-  return doc;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Applying a document
-
-bool faster(double candidate, double current) {
-  if (std::isnan(candidate)) return false;
-  return std::isnan(current) || candidate < current;
-}
-
-void apply(Store& store, const Document& doc, const ImportOptions& options, ImportResult& result) {
-  auto query = [&](const char* sql) -> Statement& { return StoreAccess::statement(store, sql); };
-  // Resets the statement however the block is left, as Store's own queries do.
-  struct Reset {
-    Statement& s;
-    ~Reset() { s.reset(); }
-  };
-
-  std::map<std::string, std::int64_t> device_ids;
-  for (const DeviceRow& d : doc.devices) {
-    Statement& s = query(
-        "INSERT INTO devices (key, name, arch, fingerprint_json, first_seen, last_seen) "
-        "VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (key) DO UPDATE SET "
-        "first_seen = min(first_seen, excluded.first_seen), "
-        "last_seen = max(last_seen, excluded.last_seen) RETURNING id");
-    Reset reset{s};
-    s.bind(1, d.record.key);
-    s.bind(2, d.record.name);
-    s.bind(3, d.record.arch);
-    s.bind(4, d.record.fingerprint_json);
-    s.bind(5, d.first_seen);
-    s.bind(6, d.last_seen);
-    if (s.step()) device_ids[d.record.key] = s.column_int64(0);
-    while (s.step()) {
-    }
-  }
-  auto kernel_id = [&](const std::string& name, const std::string& template_hash) {
-    Statement& s = query(
-        "INSERT INTO kernels (name, template_hash) VALUES (?1, ?2) "
-        "ON CONFLICT (name, template_hash) DO UPDATE SET name = excluded.name RETURNING id");
-    Reset reset{s};
-    s.bind(1, name);
-    s.bind(2, template_hash);
-    const std::int64_t id = s.step() ? s.column_int64(0) : 0;
-    while (s.step()) {
-    }
-    return id;
-  };
-  for (const auto& [name, template_hash] : doc.kernels) kernel_id(name, template_hash);
-  std::map<std::string, std::int64_t> problem_ids;
-  for (const ProblemRecord& p : doc.problems) {
-    const std::int64_t kid = kernel_id(p.kernel, p.template_hash);
-    // A problem key hashes kernel, template, dtype, layout and shape: an existing row is the
-    // same problem and stays as it is.
-    Statement& s = query(
-        "INSERT INTO problems (key, kernel_id, dtype, layout, shape_json) "
-        "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (key) DO UPDATE SET key = excluded.key "
-        "RETURNING id");
-    Reset reset{s};
-    s.bind(1, p.key);
-    s.bind(2, kid);
-    s.bind(3, p.dtype);
-    s.bind(4, p.layout);
-    s.bind(5, p.shape_json);
-    if (s.step()) problem_ids[p.key] = s.column_int64(0);
-    while (s.step()) {
-    }
-  }
-
-  std::set<std::size_t> winning_trials;
-  for (const WinnerRow& w : doc.winners) winning_trials.insert(w.trial);
-  std::vector<std::int64_t> trial_ids(doc.trials.size(), 0);
-  for (std::size_t i = 0; i < doc.trials.size(); ++i) {
-    const TrialRow& row = doc.trials[i];
-    const TrialRecord& t = row.record;
-    const std::int64_t did = device_ids.at(row.device);
-    const std::int64_t pid = problem_ids.at(row.problem);
-    {
-      Statement& s = query(
-          "INSERT INTO trials (device_id, problem_id, config_json, status, median_ms, spread, "
-          "repetitions, verify_error, compile_ms, registers, spill_bytes, shared_bytes, detail, "
-          "tuned_at, library_version, occurrence) "
-          "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16) "
-          "ON CONFLICT DO NOTHING RETURNING id");
-      Reset reset{s};
-      s.bind(1, did);
-      s.bind(2, pid);
-      bind_trial(s, t);
-      s.bind(14, row.tuned_at);
-      s.bind(15, row.library_version);
-      s.bind(16, row.occurrence);
-      if (s.step()) {
-        trial_ids[i] = s.column_int64(0);
-        ++result.trials_added;
-      }
-      while (s.step()) {
-      }
-    }
-    if (trial_ids[i] == 0 && winning_trials.count(i) != 0) {
-      Statement& s = query(
-          "SELECT id FROM trials WHERE device_id = ?1 AND problem_id = ?2 AND config_json = ?3 "
-          "AND status = ?4 AND ifnull(median_ms, 'NaN') = ifnull(?5, 'NaN') AND tuned_at = ?6 "
-          "AND library_version = ?7 AND occurrence = ?8");
-      Reset reset{s};
-      s.bind(1, did);
-      s.bind(2, pid);
-      s.bind(3, t.config_json);
-      s.bind(4, t.status);
-      s.bind(5, t.median_ms);
-      s.bind(6, row.tuned_at);
-      s.bind(7, row.library_version);
-      s.bind(8, row.occurrence);
-      if (s.step()) trial_ids[i] = s.column_int64(0);
-      while (s.step()) {
-      }
-    }
-  }
-
-  for (const WinnerRow& w : doc.winners) {
-    const std::int64_t did = device_ids.at(w.device);
-    const std::int64_t pid = problem_ids.at(w.problem);
-    const std::int64_t trial_id = trial_ids[w.trial];
-    if (trial_id == 0) {
-      GMJIT_EXCHANGE_CACHE(SQLITE_INTERNAL, "import", "imported trial {} not found after insert",
-                           w.trial);
-    }
-    bool replace = true;
-    {
-      Statement& s = query(
-          "SELECT w.trial_id, t.median_ms, t.status FROM winners w "
-          "JOIN trials t ON t.id = w.trial_id WHERE w.device_id = ?1 AND w.problem_id = ?2");
-      Reset reset{s};
-      s.bind(1, did);
-      s.bind(2, pid);
-      if (s.step()) {
-        // A current winner that is not 'ok' could only come from a damaged cache; any verified
-        // import beats it.
-        const bool current_ok = s.column_text(2) == "ok";
-        replace = s.column_int64(0) != trial_id &&
-                  (!current_ok || faster(doc.trials[w.trial].record.median_ms, s.column_double(1)));
-      }
-      while (s.step()) {
-      }
-    }
-    if (!replace) continue;
-    Statement& s = query(
-        "INSERT INTO winners (device_id, problem_id, trial_id, trial_count, tuned_at, "
-        "library_version) VALUES (?1, ?2, ?3, ?4, ?5, ?6) "
-        "ON CONFLICT (device_id, problem_id) DO UPDATE SET trial_id = excluded.trial_id, "
-        "trial_count = excluded.trial_count, tuned_at = excluded.tuned_at, "
-        "library_version = excluded.library_version");
-    Reset reset{s};
-    s.bind(1, did);
-    s.bind(2, pid);
-    s.bind(3, trial_id);
-    s.bind(4, w.trial_count);
-    s.bind(5, w.tuned_at);
-    s.bind(6, w.library_version);
-    while (s.step()) {
-    }
-    ++result.winners_changed;
-  }
-
+// Leaves in rows.binaries only those an import may store, and counts the others as ignored.
+void screen_binaries(const Store& store, CacheRows& rows, const ImportOptions& options,
+                     ImportResult& result) {
   if (!options.trust_binaries) {
-    if (!doc.binaries.empty()) {
+    if (!rows.binaries.empty()) {
       detail::logger().warn(
           "tuning cache {}: ignored {} imported binaries; binaries are kept only when trusted",
-          store.path().string(), doc.binaries.size());
+          store.path().string(), rows.binaries.size());
     }
-    result.binaries_ignored += doc.binaries.size();
+    result.binaries_ignored += rows.binaries.size();
+    rows.binaries.clear();
     return;
   }
-  for (const BinaryRow& row : doc.binaries) {
+  std::vector<CacheRows::Binary> kept;
+  for (CacheRows::Binary& row : rows.binaries) {
     const BinaryRecord& b = row.record;
-    const std::string actual = binary_checksum(b.cubin);
-    if (actual != b.checksum) {
+    if (binary_checksum(b.cubin) != b.checksum) {
       detail::logger().warn("tuning cache {}: imported binary {} fails its checksum; ignored",
                             store.path().string(), b.compile_key);
       ++result.binaries_ignored;
-      continue;
-    }
-    if (options.accept_binary && !options.accept_binary(b)) {
+    } else if (options.accept_binary && !options.accept_binary(b)) {
       detail::logger().warn("tuning cache {}: imported binary {} was not accepted; ignored",
                             store.path().string(), b.compile_key);
       ++result.binaries_ignored;
-      continue;
-    }
-    Statement& s = query(
-        "INSERT INTO binaries (compile_key, kernel, arch, bytes, checksum, created_at, "
-        "last_used, resources_json, ptx, cubin) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) "
-        "ON CONFLICT DO NOTHING RETURNING rowid");
-    Reset reset{s};
-    s.bind(1, b.compile_key);
-    s.bind(2, b.kernel);
-    s.bind(3, b.arch);
-    s.bind(4, static_cast<std::int64_t>(b.cubin.size() + b.ptx.size()));
-    s.bind(5, actual);
-    s.bind(6, row.created_at);
-    s.bind(7, b.last_used);
-    s.bind(8, b.resources_json);
-    s.bind(9, b.ptx);
-    s.bind_blob(10, b.cubin);
-    if (s.step()) {
-      ++result.binaries_added;
     } else {
-      ++result.binaries_ignored;  // the cache already has a binary for this key
-    }
-    while (s.step()) {
+      kept.push_back(std::move(row));
     }
   }
+  rows.binaries = std::move(kept);
+}
+
+// Store::merge counts what it wrote; the binaries screened out before are added to its result.
+ImportResult apply(Store& store, std::vector<CacheRows>& sources, const ImportOptions& options,
+                   std::size_t unread_binaries) {
+  ImportResult screened;
+  for (CacheRows& rows : sources) screen_binaries(store, rows, options, screened);
+  ImportResult result = store.merge(sources);
+  result.binaries_ignored += screened.binaries_ignored + unread_binaries;
+  return result;
 }
 
 std::string read_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    GMJIT_EXCHANGE_USAGE("cannot read import file {}: {}", path.string(), std::strerror(errno));
+    GMJIT_USAGE_FAIL("cannot read import file {}: {}", path.string(), std::strerror(errno));
   }
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-// Opens another cache without writing to it, refusing anything that is not a gmjit cache this
-// library can read.
-Connection open_source(const fs::path& path) {
-  if (!fs::is_regular_file(path)) {
-    GMJIT_EXCHANGE_CACHE(0, "merge", "merge source {} is not a regular file", path.string());
-  }
-  Connection connection(path, Connection::Access::read_only);
-  std::int64_t application_id = 0;
-  std::int64_t version = 0;
-  try {
-    Statement s(connection.handle(),
-                "SELECT (SELECT application_id FROM pragma_application_id), "
-                "(SELECT user_version FROM pragma_user_version)");
-    if (s.step()) {
-      application_id = s.column_int64(0);
-      version = s.column_int64(1);
-    }
-  } catch (const Error& e) {
-    GMJIT_EXCHANGE_CACHE(e.code(), "merge", "cannot read merge source {}: {}", path.string(),
-                         sqlite3_errstr(e.code()));
-  }
-  if (application_id != Store::kApplicationId || version < 1) {
-    GMJIT_EXCHANGE_CACHE(0, "merge", "merge source {} is not a gmjit cache (application_id {})",
-                         path.string(), application_id);
-  }
-  if (version > Store::kSchemaVersion) {
-    GMJIT_EXCHANGE_CACHE(0, "merge",
-                         "merge source {} has schema version {}, newer than this library's {}",
-                         path.string(), version, Store::kSchemaVersion);
-  }
-  return connection;
 }
 
 }  // namespace
 
 void export_json(Store& store, const fs::path& out, bool with_binaries) {
-  const std::string text = read_document(StoreAccess::connection(store), with_binaries)
+  const std::string text = to_document(store.read_rows(with_binaries), with_binaries)
                                .dump(1, ' ', false, json::error_handler_t::replace);
   const fs::path dir = out.has_parent_path() ? out.parent_path() : fs::path(".");
   std::string temp = (dir / (out.filename().string() + ".tmp-XXXXXX")).string();
   const int fd = ::mkstemp(temp.data());
   if (fd < 0) {
     const int err = errno;
-    GMJIT_EXCHANGE_CACHE(err, "mkstemp", "cannot create a file next to {}: {}", out.string(),
+    GMJIT_CACHE_FAIL(err, "mkstemp", "cannot create a file next to {}: {}", out.string(),
                          std::strerror(err));
   }
   auto fail = [&](const char* call) {
     const int err = errno;
     ::close(fd);
     ::unlink(temp.c_str());
-    GMJIT_EXCHANGE_CACHE(err, call, "cannot write export {}: {}", out.string(), std::strerror(err));
+    GMJIT_CACHE_FAIL(err, call, "cannot write export {}: {}", out.string(), std::strerror(err));
   };
   for (std::size_t done = 0; done < text.size();) {
     const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
@@ -791,13 +456,13 @@ void export_json(Store& store, const fs::path& out, bool with_binaries) {
   if (::close(fd) != 0) {
     const int err = errno;
     ::unlink(temp.c_str());
-    GMJIT_EXCHANGE_CACHE(err, "close", "cannot write export {}: {}", out.string(),
+    GMJIT_CACHE_FAIL(err, "close", "cannot write export {}: {}", out.string(),
                          std::strerror(err));
   }
   if (::rename(temp.c_str(), out.c_str()) != 0) {
     const int err = errno;
     ::unlink(temp.c_str());
-    GMJIT_EXCHANGE_CACHE(err, "rename", "cannot move export into place at {}: {}", out.string(),
+    GMJIT_CACHE_FAIL(err, "rename", "cannot move export into place at {}: {}", out.string(),
                          std::strerror(err));
   }
 }
@@ -808,49 +473,42 @@ ImportResult import_json(Store& store, const fs::path& in, const ImportOptions& 
     root = json::parse(read_file(in));
   } catch (const json::parse_error& e) {
     // nlohmann's message names the byte where parsing stopped, which also tells a truncated file.
-    GMJIT_EXCHANGE_USAGE("{}: not valid JSON: {}", in.string(), e.what());
+    GMJIT_USAGE_FAIL("{}: not valid JSON: {}", in.string(), e.what());
   }
-  Document doc;
+  std::vector<CacheRows> sources;
   try {
-    doc = validate(root, options);
+    sources.push_back(validate(root, options));
   } catch (const Error& e) {
-    GMJIT_EXCHANGE_USAGE("{}: {}", in.string(), e.message());
+    GMJIT_USAGE_FAIL("{}: {}", in.string(), e.message());
   }
-  ImportResult result;
-  Transaction tx(StoreAccess::connection(store));
-  apply(store, doc, options, result);
-  tx.commit();
-  return result;
+  return apply(store, sources, options, 0);
 }
 
 ImportResult merge_into(Store& target, const std::vector<fs::path>& sources,
                         const ImportOptions& options) {
-  std::vector<Document> docs;
+  std::vector<CacheRows> rows;
   std::size_t untrusted_binaries = 0;
   for (const fs::path& source : sources) {
-    Connection connection = open_source(source);
-    // Untrusted binaries would only be counted; reading and encoding them could take gigabytes.
-    const json root = read_document(connection, options.trust_binaries);
-    if (!options.trust_binaries && schema_version(connection.handle()) >= 2) {
-      Statement s(connection.handle(), "SELECT count(*) FROM binaries");
-      if (s.step()) untrusted_binaries += static_cast<std::size_t>(s.column_int64(0));
+    if (!fs::is_regular_file(source)) {
+      GMJIT_CACHE_FAIL(0, "merge", "merge source {} is not a regular file", source.string());
     }
+    Store reader = Store::open_read_only(source, "merge source");
+    // Untrusted binaries would only be counted; reading and encoding them could take gigabytes.
+    // The rows pass through the document so that a source meets every check an import file does.
+    const json doc = to_document(reader.read_rows(options.trust_binaries), options.trust_binaries);
+    if (!options.trust_binaries) untrusted_binaries += reader.binary_count();
     try {
-      docs.push_back(validate(root, options));
+      rows.push_back(validate(doc, options));
     } catch (const Error& e) {
-      GMJIT_EXCHANGE_USAGE("{}: {}", source.string(), e.message());
+      GMJIT_USAGE_FAIL("{}: {}", source.string(), e.message());
     }
   }
-  ImportResult result;
-  Transaction tx(StoreAccess::connection(target));
-  for (const Document& doc : docs) apply(target, doc, options, result);
-  tx.commit();
+  const ImportResult result = apply(target, rows, options, untrusted_binaries);
   if (untrusted_binaries > 0) {
     detail::logger().warn(
         "tuning cache {}: ignored {} binaries of the merged caches; binaries are kept only when "
         "trusted",
         target.path().string(), untrusted_binaries);
-    result.binaries_ignored += untrusted_binaries;
   }
   return result;
 }

@@ -29,25 +29,17 @@ struct ImportOptions {
   std::function<bool(const BinaryRecord&)> accept_binary;
 };
 
-/// What an import or merge changed.
-struct ImportResult {
-  std::size_t trials_added = 0;
-  std::size_t winners_changed = 0;  ///< winners added, or replaced by a faster one
-  std::size_t binaries_added = 0;
-  std::size_t binaries_ignored = 0;  ///< untrusted, failing checksum or accept_binary, or present
-};
-
 /// Writes the cache as JSON to `out`, through a temporary file in the same directory renamed into
 /// place, so a failed export leaves no partial file.
 /// @throws gmjit::Error (cache) when the file cannot be written
 void export_json(Store& store, const std::filesystem::path& out, bool with_binaries);
 
-/// Imports an export document. The whole document is validated first; then, in one transaction:
-/// devices, kernels and problems are upserted, trials not already present are added (a trial's
-/// identity is its device, problem, config_json, status, median_ms, tuned_at, library_version and
-/// occurrence, the count of identical trials before it; a UNIQUE index enforces it, so importing a
-/// file twice changes nothing), and per (device, problem) the winner with the smaller median_ms
-/// among the current and the imported one is kept (the current one on a tie).
+/// Imports an export document. The whole document is validated first, binaries are screened (see
+/// ImportOptions), and then Store::merge applies the rows in one transaction: trials not already
+/// present are added (a trial's identity is its device, problem, config_json, status, median_ms,
+/// tuned_at, library_version and occurrence, the count of identical trials before it, so
+/// importing a file twice changes nothing), and per (device, problem) the winner with the smaller
+/// median_ms among the current and the imported one is kept (the current one on a tie).
 /// @throws gmjit::Error (usage) with a one-line message naming what is wrong (malformed or
 ///   truncated JSON, another format or version, a missing or mistyped field, an unknown kernel);
 ///   the cache is then untouched. (cache) when SQLite fails; nothing is written then either.

@@ -25,21 +25,13 @@
 #include <tuple>
 #include <utility>
 
-#include "gmjit/error.hpp"
+#include "cache/fail.hpp"
 #include "core/check.hpp"
 #include "core/log.hpp"
+#include "gmjit/error.hpp"
 
 #define GMJIT_SQLITE(expr) \
   GMJIT_CHECK_GEN(::gmjit::ErrorKind::cache, expr, SQLITE_OK, sqlite3_errstr)
-
-// Throws a cache error for a failed system call or a refused file; the message is one line.
-#define GMJIT_CACHE_FAIL(code, call, ...)                                                   \
-  throw ::gmjit::Error(::gmjit::ErrorKind::cache, (code), fmt::format(__VA_ARGS__), (call), \
-                       __FILE__, __LINE__)
-
-#define GMJIT_USAGE_FAIL(...)                                                                \
-  throw ::gmjit::Error(::gmjit::ErrorKind::usage, 0, fmt::format(__VA_ARGS__), {}, __FILE__, \
-                       __LINE__)
 
 namespace gmjit::cache {
 namespace fs = std::filesystem;
@@ -404,6 +396,64 @@ bool winner_less(const std::pair<WinnerOrder, WinnerRecord>& a,
          std::tie(y.shape_json, y.device_name, y.device_key, y.problem_key);
 }
 
+// The fields of each record in the order this file's statements list their columns, so that a
+// record is bound and read through one list rather than a line per column at every statement.
+constexpr auto kDeviceFields = std::make_tuple(&DeviceRecord::key, &DeviceRecord::name,
+                                               &DeviceRecord::arch, &DeviceRecord::fingerprint_json);
+constexpr auto kProblemFields =
+    std::make_tuple(&ProblemRecord::key, &ProblemRecord::kernel, &ProblemRecord::template_hash,
+                    &ProblemRecord::dtype, &ProblemRecord::layout, &ProblemRecord::shape_json);
+#define GMJIT_TRIAL_COLUMNS                                                                   \
+  "config_json, status, median_ms, spread, repetitions, verify_error, compile_ms, registers, " \
+  "spill_bytes, shared_bytes, detail"
+constexpr auto kTrialFields = std::make_tuple(
+    &TrialRecord::config_json, &TrialRecord::status, &TrialRecord::median_ms, &TrialRecord::spread,
+    &TrialRecord::repetitions, &TrialRecord::verify_error, &TrialRecord::compile_ms,
+    &TrialRecord::registers, &TrialRecord::spill_bytes, &TrialRecord::shared_bytes,
+    &TrialRecord::detail);
+constexpr auto kWinnerFields = std::make_tuple(
+    &WinnerRecord::device_key, &WinnerRecord::device_name, &WinnerRecord::problem_key,
+    &WinnerRecord::kernel, &WinnerRecord::dtype, &WinnerRecord::shape_json,
+    &WinnerRecord::config_json, &WinnerRecord::median_ms, &WinnerRecord::trial_count,
+    &WinnerRecord::tuned_at, &WinnerRecord::library_version);
+// What a binary's checksum covers, and what identifies it; the checksum and the times follow.
+#define GMJIT_BINARY_COLUMNS "compile_key, kernel, arch, cubin, ptx, resources_json"
+constexpr auto kBinaryFields =
+    std::make_tuple(&BinaryRecord::compile_key, &BinaryRecord::kernel, &BinaryRecord::arch,
+                    &BinaryRecord::cubin, &BinaryRecord::ptx, &BinaryRecord::resources_json);
+
+void read_column(const Statement& s, int index, std::string& value) { value = s.column_text(index); }
+void read_column(const Statement& s, int index, double& value) { value = s.column_double(index); }
+void read_column(const Statement& s, int index, int& value) { value = s.column_int(index); }
+void read_column(const Statement& s, int index, std::int64_t& value) {
+  value = s.column_int64(index);
+}
+void read_column(const Statement& s, int index, std::vector<char>& value) {
+  value = s.column_blob(index);
+}
+
+void bind_column(Statement& s, int index, const std::vector<char>& value) {
+  s.bind_blob(index, value);
+}
+template <class T>
+void bind_column(Statement& s, int index, const T& value) {
+  s.bind(index, value);
+}
+
+// Reads columns first, first + 1, ... into the listed fields of `record`.
+template <class Record, class... Types>
+void read_fields(const Statement& s, int first, Record& record,
+                 const std::tuple<Types Record::*...>& fields) {
+  std::apply([&](auto... field) { (read_column(s, first++, record.*field), ...); }, fields);
+}
+
+// Binds the listed fields of `record` to parameters first, first + 1, ...
+template <class Record, class... Types>
+void bind_fields(Statement& s, int first, const Record& record,
+                 const std::tuple<Types Record::*...>& fields) {
+  std::apply([&](auto... field) { (bind_column(s, first++, record.*field), ...); }, fields);
+}
+
 #define GMJIT_WINNER_SELECT                                                                  \
   "SELECT d.key, d.name, p.key, k.name, p.dtype, p.shape_json, t.config_json, t.median_ms, " \
   "w.trial_count, w.tuned_at, w.library_version "                                            \
@@ -415,39 +465,64 @@ bool winner_less(const std::pair<WinnerOrder, WinnerRecord>& a,
 
 constexpr const char* kFindWinnerSql = GMJIT_WINNER_SELECT "WHERE d.key = ?1 AND p.key = ?2";
 constexpr const char* kWinnersSql = GMJIT_WINNER_SELECT "WHERE ?1 = '' OR k.name = ?1";
+constexpr const char* kNearestSql =
+    GMJIT_WINNER_SELECT "WHERE d.key = ?1 AND k.name = ?2 AND p.dtype = ?3";
 #undef GMJIT_WINNER_SELECT
 
 WinnerRecord read_winner(const Query& q) {
   WinnerRecord w;
-  w.device_key = q->column_text(0);
-  w.device_name = q->column_text(1);
-  w.problem_key = q->column_text(2);
-  w.kernel = q->column_text(3);
-  w.dtype = q->column_text(4);
-  w.shape_json = q->column_text(5);
-  w.config_json = q->column_text(6);
-  w.median_ms = q->column_double(7);
-  w.trial_count = q->column_int(8);
-  w.tuned_at = q->column_int64(9);
-  w.library_version = q->column_text(10);
+  read_fields(*q, 0, w, kWinnerFields);
   return w;
 }
 
-}  // namespace
+// BEGIN IMMEDIATE takes the write lock up front: a deferred transaction that upgrades later can
+// fail with SQLITE_BUSY without the busy timeout ever applying. A read is a deferred BEGIN that is
+// never committed: it only holds one snapshot for all its statements.
+class Transaction {
+ public:
+  enum class Kind { write, read };
 
-void bind_trial(Statement& s, const TrialRecord& t) {
-  s.bind(3, t.config_json);
-  s.bind(4, t.status);
-  s.bind(5, t.median_ms);
-  s.bind(6, t.spread);
-  s.bind(7, t.repetitions);
-  s.bind(8, t.verify_error);
-  s.bind(9, t.compile_ms);
-  s.bind(10, t.registers);
-  s.bind(11, t.spill_bytes);
-  s.bind(12, t.shared_bytes);
-  s.bind(13, t.detail);
+  explicit Transaction(Connection& connection, Kind kind = Kind::write) : connection_(connection) {
+    connection_.exec(kind == Kind::write ? "BEGIN IMMEDIATE" : "BEGIN");
+  }
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+  ~Transaction() {
+    sqlite3* db = connection_.handle();
+    // Some errors (SQLITE_FULL, SQLITE_IOERR, ...) already rolled back; then nothing is open.
+    if (committed_ || db == nullptr || sqlite3_get_autocommit(db) != 0) return;
+    const int rc = sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+    if (rc != SQLITE_OK) {
+      detail::logger().warn("tuning cache {}: rollback failed: {}", db_file(db),
+                            sqlite3_errmsg(db));
+    }
+  }
+
+  // Throws gmjit::Error (cache); the destructor then rolls back.
+  void commit() {
+    connection_.exec("COMMIT");
+    committed_ = true;
+  }
+
+ private:
+  Connection& connection_;
+  bool committed_ = false;
+};
+
+[[noreturn]] void fail_newer_schema(const fs::path& path, std::int64_t version) {
+  GMJIT_CACHE_FAIL(0, "PRAGMA user_version",
+                   "cache {} has schema version {}, newer than this library's {}; it was written "
+                   "by a newer libgmjit and is left untouched (upgrade libgmjit or set "
+                   "GMJIT_CACHE to another path)",
+                   path.string(), version, Store::kSchemaVersion);
 }
+
+bool faster(double candidate, double current) {
+  if (std::isnan(candidate)) return false;
+  return std::isnan(current) || candidate < current;
+}
+
+}  // namespace
 
 fs::path default_path() {
   if (const char* explicit_path = std::getenv("GMJIT_CACHE"); explicit_path && *explicit_path) {
@@ -607,30 +682,6 @@ bool Statement::column_is_null(int index) const {
 void Statement::reset() noexcept {
   sqlite3_reset(stmt_);
   sqlite3_clear_bindings(stmt_);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Transaction
-
-// IMMEDIATE takes the write lock up front: a deferred transaction that upgrades later can fail
-// with SQLITE_BUSY without the busy timeout ever applying.
-Transaction::Transaction(Connection& connection) : connection_(connection) {
-  connection_.exec("BEGIN IMMEDIATE");
-}
-
-Transaction::~Transaction() {
-  sqlite3* db = connection_.handle();
-  // Some errors (SQLITE_FULL, SQLITE_IOERR, ...) already rolled back; then nothing is open.
-  if (committed_ || db == nullptr || sqlite3_get_autocommit(db) != 0) return;
-  const int rc = sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
-  if (rc != SQLITE_OK) {
-    detail::logger().warn("tuning cache {}: rollback failed: {}", db_file(db), sqlite3_errmsg(db));
-  }
-}
-
-void Transaction::commit() {
-  connection_.exec("COMMIT");
-  committed_ = true;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -805,22 +856,26 @@ Statement& Store::statement(const char* sql) {
   return it->second;
 }
 
+// One statement, so one snapshot: read separately, a concurrent first open could commit its
+// migration in between and make a fresh gmjit cache look like a foreign database.
+Store::Header Store::read_header() {
+  Query q(
+      statement("SELECT (SELECT application_id FROM pragma_application_id), "
+                "(SELECT user_version FROM pragma_user_version), "
+                "(SELECT count(*) FROM sqlite_master)"));
+  Header header;
+  if (q->step()) {
+    header.application_id = q->column_int64(0);
+    header.version = q->column_int64(1);
+    header.objects = q->column_int64(2);
+  }
+  return header;
+}
+
 int Store::check_compatible() {
-  std::int64_t application_id = 0;
-  std::int64_t version = 0;
-  std::int64_t objects = 0;
+  Header header;
   try {
-    // One statement, so one snapshot: read separately, a concurrent first open could commit its
-    // migration in between and make a fresh gmjit cache look like a foreign database.
-    Query q(
-        statement("SELECT (SELECT application_id FROM pragma_application_id), "
-                  "(SELECT user_version FROM pragma_user_version), "
-                  "(SELECT count(*) FROM sqlite_master)"));
-    if (q->step()) {
-      application_id = q->column_int64(0);
-      version = q->column_int64(1);
-      objects = q->column_int64(2);
-    }
+    header = read_header();
   } catch (const Error& e) {
     // The first read is where SQLite notices a file that is not a database at all.
     const int code = primary_code(e.code());
@@ -832,20 +887,40 @@ int Store::check_compatible() {
                      "file to start an empty cache)",
                      path_.string(), sqlite3_errstr(e.code()));
   }
-  if (application_id != kApplicationId && (application_id != 0 || objects != 0)) {
+  if (header.application_id != kApplicationId &&
+      (header.application_id != 0 || header.objects != 0)) {
     GMJIT_CACHE_FAIL(0, "PRAGMA application_id",
                      "{} is a SQLite database but not a gmjit cache (application_id {}); set "
                      "GMJIT_CACHE to another path",
-                     path_.string(), application_id);
+                     path_.string(), header.application_id);
   }
-  if (version > kSchemaVersion) {
+  if (header.version > kSchemaVersion) fail_newer_schema(path_, header.version);
+  return static_cast<int>(header.version);
+}
+
+Store::Store(fs::path path, Connection connection, int schema_version)
+    : path_(std::move(path)), schema_version_(schema_version), connection_(std::move(connection)) {}
+
+Store Store::open_read_only(const fs::path& path, std::string_view role) {
+  Store store(path, Connection(path, Connection::Access::read_only), 0);
+  Header header;
+  try {
+    header = store.read_header();
+  } catch (const Error& e) {
+    GMJIT_CACHE_FAIL(e.code(), e.call(), "cannot read {} {}: {}", role, path.string(),
+                     sqlite3_errstr(e.code()));
+  }
+  if (header.application_id != kApplicationId || header.version < 1) {
+    GMJIT_CACHE_FAIL(0, "PRAGMA application_id", "{} {} is not a gmjit cache (application_id {})",
+                     role, path.string(), header.application_id);
+  }
+  if (header.version > kSchemaVersion) {
     GMJIT_CACHE_FAIL(0, "PRAGMA user_version",
-                     "cache {} has schema version {}, newer than this library's {}; it was written "
-                     "by a newer libgmjit and is left untouched (upgrade libgmjit or set "
-                     "GMJIT_CACHE to another path)",
-                     path_.string(), version, kSchemaVersion);
+                     "{} {} has schema version {}, newer than this library's {}", role,
+                     path.string(), header.version, kSchemaVersion);
   }
-  return static_cast<int>(version);
+  store.schema_version_ = static_cast<int>(header.version);
+  return store;
 }
 
 void Store::migrate() {
@@ -857,13 +932,7 @@ void Store::migrate() {
     version = single_integer(q);
   }
   if (version == kSchemaVersion) return;  // nothing written; the destructor ends the transaction
-  if (version > kSchemaVersion) {
-    GMJIT_CACHE_FAIL(0, "PRAGMA user_version",
-                     "cache {} has schema version {}, newer than this library's {}; it was written "
-                     "by a newer libgmjit and is left untouched (upgrade libgmjit or set "
-                     "GMJIT_CACHE to another path)",
-                     path_.string(), version, kSchemaVersion);
-  }
+  if (version > kSchemaVersion) fail_newer_schema(path_, version);
   for (auto v = static_cast<std::size_t>(version); v < kMigrations.size(); ++v) {
     connection_.exec(kMigrations[v]);
   }
@@ -896,67 +965,15 @@ void Store::record_tuning(const DeviceRecord& device, const ProblemRecord& probl
 
   const std::int64_t now = now_seconds();
   Transaction tx(connection_);
-
-  std::int64_t device_id = 0;
-  {
-    Query q(
-        statement("INSERT INTO devices (key, name, arch, fingerprint_json, first_seen, last_seen) "
-                  "VALUES (?1, ?2, ?3, ?4, ?5, ?5) "
-                  "ON CONFLICT (key) DO UPDATE SET name = excluded.name, arch = excluded.arch, "
-                  "fingerprint_json = excluded.fingerprint_json, last_seen = excluded.last_seen "
-                  "RETURNING id"));
-    q->bind(1, device.key);
-    q->bind(2, device.name);
-    q->bind(3, device.arch);
-    q->bind(4, device.fingerprint_json);
-    q->bind(5, now);
-    device_id = single_integer(q);
-  }
-  std::int64_t kernel_id = 0;
-  {
-    // DO UPDATE rather than DO NOTHING: only then does RETURNING yield the existing row's id.
-    Query q(statement(
-        "INSERT INTO kernels (name, template_hash) VALUES (?1, ?2) "
-        "ON CONFLICT (name, template_hash) DO UPDATE SET name = excluded.name RETURNING id"));
-    q->bind(1, problem.kernel);
-    q->bind(2, problem.template_hash);
-    kernel_id = single_integer(q);
-  }
-  std::int64_t problem_id = 0;
-  {
-    Query q(statement(
-        "INSERT INTO problems (key, kernel_id, dtype, layout, shape_json) "
-        "VALUES (?1, ?2, ?3, ?4, ?5) "
-        "ON CONFLICT (key) DO UPDATE SET kernel_id = excluded.kernel_id, dtype = excluded.dtype, "
-        "layout = excluded.layout, shape_json = excluded.shape_json "
-        "RETURNING id"));
-    q->bind(1, problem.key);
-    q->bind(2, kernel_id);
-    q->bind(3, problem.dtype);
-    q->bind(4, problem.layout);
-    q->bind(5, problem.shape_json);
-    problem_id = single_integer(q);
-  }
-
+  const std::int64_t device_id = add_device(device, now, now, OnConflict::replace);
+  const std::int64_t problem_id =
+      add_problem(problem, add_kernel(problem.kernel, problem.template_hash), OnConflict::replace);
   std::int64_t winner_trial_id = 0;
   for (std::size_t i = 0; i < trials.size(); ++i) {
-    Query q(statement(
-        "INSERT INTO trials (device_id, problem_id, config_json, status, median_ms, spread, "
-        "repetitions, verify_error, compile_ms, registers, spill_bytes, shared_bytes, detail, "
-        "tuned_at, library_version, occurrence) "
-        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, "
-        "(SELECT count(*) FROM trials WHERE device_id = ?1 AND problem_id = ?2 AND "
-        "config_json = ?3 AND status = ?4 AND ifnull(median_ms, 'NaN') = ifnull(?5, 'NaN') AND "
-        "tuned_at = ?14 AND library_version = ?15)) "
-        "RETURNING id"));
-    q->bind(1, device_id);
-    q->bind(2, problem_id);
-    bind_trial(*q, trials[i]);
-    q->bind(14, now);
-    q->bind(15, library_version);
     try {
-      const std::int64_t id = single_integer(q);
-      if (winner && *winner == i) winner_trial_id = id;
+      const std::optional<std::int64_t> id =
+          add_trial(device_id, problem_id, trials[i], now, library_version, std::nullopt);
+      if (winner && *winner == i) winner_trial_id = id.value_or(0);
     } catch (const Error& e) {
       throw Error(
           e.kind(), e.code(),
@@ -964,25 +981,347 @@ void Store::record_tuning(const DeviceRecord& device, const ProblemRecord& probl
           e.call(), e.file(), e.line());
     }
   }
-
   if (winner) {
-    Query q(
-        statement("INSERT INTO winners (device_id, problem_id, trial_id, trial_count, tuned_at, "
-                  "library_version) VALUES (?1, ?2, ?3, ?4, ?5, ?6) "
-                  "ON CONFLICT (device_id, problem_id) DO UPDATE SET trial_id = excluded.trial_id, "
-                  "trial_count = excluded.trial_count, tuned_at = excluded.tuned_at, "
-                  "library_version = excluded.library_version"));
-    q->bind(1, device_id);
-    q->bind(2, problem_id);
-    q->bind(3, winner_trial_id);
-    q->bind(4, static_cast<std::int64_t>(run_trials.value_or(trials.size())));
-    q->bind(5, now);
-    q->bind(6, library_version);
-    while (q->step()) {
-    }
+    put_winner(device_id, problem_id, winner_trial_id,
+               static_cast<std::int64_t>(run_trials.value_or(trials.size())), now, library_version);
   }
   tx.commit();
 }
+
+// ---------------------------------------------------------------------------------------------
+// Rows, as a tuning run and an import write them
+
+namespace {
+
+#define GMJIT_DEVICE_UPSERT                                                                \
+  "INSERT INTO devices (key, name, arch, fingerprint_json, first_seen, last_seen) "        \
+  "VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (key) DO UPDATE SET "
+// A tuning run has just read the device, so its description replaces the stored one; an import
+// only widens when the device was seen, and the description it brings is no newer.
+constexpr const char* kDeviceReplaceSql = GMJIT_DEVICE_UPSERT
+    "name = excluded.name, arch = excluded.arch, fingerprint_json = excluded.fingerprint_json, "
+    "last_seen = excluded.last_seen RETURNING id";
+constexpr const char* kDeviceKeepSql = GMJIT_DEVICE_UPSERT
+    "first_seen = min(first_seen, excluded.first_seen), "
+    "last_seen = max(last_seen, excluded.last_seen) RETURNING id";
+#undef GMJIT_DEVICE_UPSERT
+
+// DO UPDATE rather than DO NOTHING where the id is wanted: only then does RETURNING yield the
+// existing row's. A problem key hashes kernel, template, dtype, layout and shape, so an existing
+// row already says what an import brings.
+#define GMJIT_PROBLEM_UPSERT                                              \
+  "INSERT INTO problems (key, kernel_id, dtype, layout, shape_json) "     \
+  "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (key) DO UPDATE SET "
+constexpr const char* kProblemReplaceSql = GMJIT_PROBLEM_UPSERT
+    "kernel_id = excluded.kernel_id, dtype = excluded.dtype, layout = excluded.layout, "
+    "shape_json = excluded.shape_json RETURNING id";
+constexpr const char* kProblemKeepSql = GMJIT_PROBLEM_UPSERT "key = excluded.key RETURNING id";
+#undef GMJIT_PROBLEM_UPSERT
+
+#define GMJIT_BINARY_INSERT                                                                   \
+  "INSERT INTO binaries (" GMJIT_BINARY_COLUMNS ", checksum, last_used, created_at, bytes) " \
+  "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) "
+constexpr const char* kBinaryReplaceSql = GMJIT_BINARY_INSERT
+    "ON CONFLICT (compile_key) DO UPDATE SET kernel = excluded.kernel, arch = excluded.arch, "
+    "bytes = excluded.bytes, checksum = excluded.checksum, created_at = excluded.created_at, "
+    "last_used = excluded.last_used, resources_json = excluded.resources_json, "
+    "ptx = excluded.ptx, cubin = excluded.cubin RETURNING rowid";
+constexpr const char* kBinaryKeepSql = GMJIT_BINARY_INSERT "ON CONFLICT DO NOTHING RETURNING rowid";
+#undef GMJIT_BINARY_INSERT
+
+#define GMJIT_TRIAL_JOINS                                    \
+  "FROM trials t JOIN devices d ON d.id = t.device_id "      \
+  "JOIN problems p ON p.id = t.problem_id "
+#define GMJIT_TRIAL_ROWS(occurrence)                                                      \
+  "SELECT t.id, d.key, p.key, t.tuned_at, t.library_version, " occurrence ", "            \
+  GMJIT_TRIAL_COLUMNS " " GMJIT_TRIAL_JOINS "ORDER BY t.id"
+constexpr const char* kTrialRowsSql = GMJIT_TRIAL_ROWS("t.occurrence");
+// Schema 1 has no occurrence column; numbering identical trials the way migration 2 does gives
+// them the identity they would have after an upgrade.
+constexpr const char* kTrialRowsV1Sql = GMJIT_TRIAL_ROWS(
+    "row_number() OVER (PARTITION BY t.device_id, t.problem_id, t.config_json, t.status, "
+    "ifnull(t.median_ms, 'NaN'), t.tuned_at, t.library_version ORDER BY t.id) - 1");
+#undef GMJIT_TRIAL_ROWS
+
+#define GMJIT_BINARY_SELECT "SELECT " GMJIT_BINARY_COLUMNS ", checksum, last_used"
+
+BinaryRecord read_binary(const Query& q) {
+  BinaryRecord b;
+  read_fields(*q, 0, b, kBinaryFields);
+  b.checksum = q->column_text(6);
+  b.last_used = q->column_int64(7);
+  return b;
+}
+
+template <class Ids>
+std::int64_t id_of(const Ids& ids, const std::string& key, const char* what) {
+  const auto it = ids.find(key);
+  if (it == ids.end()) GMJIT_USAGE_FAIL("{} '{}' is not among the rows applied", what, key);
+  return it->second;
+}
+
+}  // namespace
+
+std::int64_t Store::add_device(const DeviceRecord& device, std::int64_t first_seen,
+                               std::int64_t last_seen, OnConflict on_conflict) {
+  Query q(statement(on_conflict == OnConflict::replace ? kDeviceReplaceSql : kDeviceKeepSql));
+  bind_fields(*q, 1, device, kDeviceFields);
+  q->bind(5, first_seen);
+  q->bind(6, last_seen);
+  return single_integer(q);
+}
+
+std::int64_t Store::add_kernel(const std::string& name, const std::string& template_hash) {
+  Query q(statement(
+      "INSERT INTO kernels (name, template_hash) VALUES (?1, ?2) "
+      "ON CONFLICT (name, template_hash) DO UPDATE SET name = excluded.name RETURNING id"));
+  q->bind(1, name);
+  q->bind(2, template_hash);
+  return single_integer(q);
+}
+
+std::int64_t Store::add_problem(const ProblemRecord& problem, std::int64_t kernel_id,
+                                OnConflict on_conflict) {
+  Query q(statement(on_conflict == OnConflict::replace ? kProblemReplaceSql : kProblemKeepSql));
+  q->bind(1, problem.key);
+  q->bind(2, kernel_id);
+  q->bind(3, problem.dtype);
+  q->bind(4, problem.layout);
+  q->bind(5, problem.shape_json);
+  return single_integer(q);
+}
+
+std::optional<std::int64_t> Store::add_trial(std::int64_t device_id, std::int64_t problem_id,
+                                             const TrialRecord& trial, std::int64_t tuned_at,
+                                             const std::string& library_version,
+                                             std::optional<std::int64_t> occurrence) {
+  // A tuning run leaves ?16 NULL: it numbers identical trials itself, so its insert never
+  // conflicts. An import brings each trial's occurrence, and a trial already present is skipped.
+  Query q(statement(
+      "INSERT INTO trials (device_id, problem_id, " GMJIT_TRIAL_COLUMNS
+      ", tuned_at, library_version, occurrence) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, coalesce(?16, "
+      "(SELECT count(*) FROM trials WHERE device_id = ?1 AND problem_id = ?2 AND "
+      "config_json = ?3 AND status = ?4 AND ifnull(median_ms, 'NaN') = ifnull(?5, 'NaN') AND "
+      "tuned_at = ?14 AND library_version = ?15))) "
+      "ON CONFLICT DO NOTHING RETURNING id"));
+  q->bind(1, device_id);
+  q->bind(2, problem_id);
+  bind_fields(*q, 3, trial, kTrialFields);
+  q->bind(14, tuned_at);
+  q->bind(15, library_version);
+  if (occurrence) q->bind(16, *occurrence);
+  if (!q->step()) return std::nullopt;
+  const std::int64_t id = q->column_int64(0);
+  while (q->step()) {
+  }
+  return id;
+}
+
+void Store::put_winner(std::int64_t device_id, std::int64_t problem_id, std::int64_t trial_id,
+                       std::int64_t trial_count, std::int64_t tuned_at,
+                       const std::string& library_version) {
+  Query q(
+      statement("INSERT INTO winners (device_id, problem_id, trial_id, trial_count, tuned_at, "
+                "library_version) VALUES (?1, ?2, ?3, ?4, ?5, ?6) "
+                "ON CONFLICT (device_id, problem_id) DO UPDATE SET trial_id = excluded.trial_id, "
+                "trial_count = excluded.trial_count, tuned_at = excluded.tuned_at, "
+                "library_version = excluded.library_version"));
+  q->bind(1, device_id);
+  q->bind(2, problem_id);
+  q->bind(3, trial_id);
+  q->bind(4, trial_count);
+  q->bind(5, tuned_at);
+  q->bind(6, library_version);
+  while (q->step()) {
+  }
+}
+
+bool Store::add_binary(const BinaryRecord& binary, std::int64_t created_at,
+                       std::int64_t last_used, OnConflict on_conflict) {
+  Query q(statement(on_conflict == OnConflict::replace ? kBinaryReplaceSql : kBinaryKeepSql));
+  bind_fields(*q, 1, binary, kBinaryFields);
+  q->bind(7, binary_checksum(binary.cubin));
+  q->bind(8, last_used);
+  q->bind(9, created_at);
+  q->bind(10, static_cast<std::int64_t>(binary.cubin.size() + binary.ptx.size()));
+  const bool added = q->step();
+  while (q->step()) {
+  }
+  return added;
+}
+
+CacheRows Store::read_rows(bool with_binaries) {
+  CacheRows rows;
+  Transaction snapshot(connection_, Transaction::Kind::read);
+  {
+    Query q(statement(
+        "SELECT key, name, arch, fingerprint_json, first_seen, last_seen FROM devices ORDER BY id"));
+    while (q->step()) {
+      CacheRows::Device& d = rows.devices.emplace_back();
+      read_fields(*q, 0, d.record, kDeviceFields);
+      d.first_seen = q->column_int64(4);
+      d.last_seen = q->column_int64(5);
+    }
+  }
+  {
+    Query q(statement("SELECT name, template_hash FROM kernels ORDER BY id"));
+    while (q->step()) rows.kernels.push_back({q->column_text(0), q->column_text(1)});
+  }
+  {
+    Query q(statement(
+        "SELECT p.key, k.name, k.template_hash, p.dtype, p.layout, p.shape_json "
+        "FROM problems p JOIN kernels k ON k.id = p.kernel_id ORDER BY p.id"));
+    while (q->step()) read_fields(*q, 0, rows.problems.emplace_back(), kProblemFields);
+  }
+  std::unordered_map<std::int64_t, std::size_t> trial_index;
+  {
+    Query q(statement(schema_version_ >= 2 ? kTrialRowsSql : kTrialRowsV1Sql));
+    while (q->step()) {
+      trial_index.emplace(q->column_int64(0), rows.trials.size());
+      CacheRows::Trial& t = rows.trials.emplace_back();
+      t.device_key = q->column_text(1);
+      t.problem_key = q->column_text(2);
+      t.tuned_at = q->column_int64(3);
+      t.library_version = q->column_text(4);
+      t.occurrence = q->column_int64(5);
+      read_fields(*q, 6, t.record, kTrialFields);
+    }
+  }
+  {
+    Query q(statement(
+        "SELECT d.key, p.key, w.trial_id, w.trial_count, w.tuned_at, w.library_version "
+        "FROM winners w JOIN devices d ON d.id = w.device_id "
+        "JOIN problems p ON p.id = w.problem_id ORDER BY d.key, p.key"));
+    while (q->step()) {
+      const auto it = trial_index.find(q->column_int64(2));
+      if (it == trial_index.end()) {
+        // Only a damaged cache has such a winner (verify reports it); it cannot travel.
+        detail::logger().warn("export: winner of device {} problem {} has no trial; skipped",
+                              q->column_text(0), q->column_text(1));
+        continue;
+      }
+      rows.winners.push_back({q->column_text(0), q->column_text(1), it->second,
+                              q->column_int64(3), q->column_int64(4), q->column_text(5)});
+    }
+  }
+  if (with_binaries && schema_version_ >= 2) {
+    Query q(statement(GMJIT_BINARY_SELECT ", created_at FROM binaries ORDER BY compile_key"));
+    while (q->step()) {
+      CacheRows::Binary& b = rows.binaries.emplace_back();
+      b.record = read_binary(q);
+      b.created_at = q->column_int64(8);
+    }
+  }
+  return rows;
+}
+
+std::size_t Store::binary_count() {
+  if (schema_version_ < 2) return 0;
+  Query q(statement("SELECT count(*) FROM binaries"));
+  return static_cast<std::size_t>(single_integer(q));
+}
+
+ImportResult Store::merge(const std::vector<CacheRows>& sources) {
+  ImportResult result;
+  Transaction tx(connection_);
+  for (const CacheRows& rows : sources) merge_rows(rows, result);
+  tx.commit();
+  return result;
+}
+
+void Store::merge_rows(const CacheRows& rows, ImportResult& result) {
+  std::unordered_map<std::string, std::int64_t> device_ids;
+  for (const CacheRows::Device& d : rows.devices) {
+    device_ids[d.record.key] = add_device(d.record, d.first_seen, d.last_seen, OnConflict::keep);
+  }
+  for (const CacheRows::Kernel& k : rows.kernels) add_kernel(k.name, k.template_hash);
+  std::unordered_map<std::string, std::int64_t> problem_ids;
+  for (const ProblemRecord& p : rows.problems) {
+    problem_ids[p.key] = add_problem(p, add_kernel(p.kernel, p.template_hash), OnConflict::keep);
+  }
+
+  std::vector<bool> winning(rows.trials.size(), false);
+  for (const CacheRows::Winner& w : rows.winners) {
+    if (w.trial >= rows.trials.size()) {
+      GMJIT_USAGE_FAIL("winner trial {} is not an index into trials ({} trials)", w.trial,
+                       rows.trials.size());
+    }
+    const CacheRows::Trial& t = rows.trials[w.trial];
+    if (t.record.status != "ok" || t.device_key != w.device_key ||
+        t.problem_key != w.problem_key) {
+      GMJIT_USAGE_FAIL("winner of device {} problem {}: trial {} did not pass or belongs to "
+                       "another device or problem",
+                       w.device_key, w.problem_key, w.trial);
+    }
+    winning[w.trial] = true;
+  }
+  std::vector<std::int64_t> trial_ids(rows.trials.size(), 0);
+  for (std::size_t i = 0; i < rows.trials.size(); ++i) {
+    const CacheRows::Trial& t = rows.trials[i];
+    const std::int64_t device_id = id_of(device_ids, t.device_key, "device");
+    const std::int64_t problem_id = id_of(problem_ids, t.problem_key, "problem");
+    if (const auto id = add_trial(device_id, problem_id, t.record, t.tuned_at, t.library_version,
+                                  t.occurrence)) {
+      trial_ids[i] = *id;
+      ++result.trials_added;
+      continue;
+    }
+    if (!winning[i]) continue;
+    Query q(statement(
+        "SELECT id FROM trials WHERE device_id = ?1 AND problem_id = ?2 AND config_json = ?3 "
+        "AND status = ?4 AND ifnull(median_ms, 'NaN') = ifnull(?5, 'NaN') AND tuned_at = ?6 "
+        "AND library_version = ?7 AND occurrence = ?8"));
+    q->bind(1, device_id);
+    q->bind(2, problem_id);
+    q->bind(3, t.record.config_json);
+    q->bind(4, t.record.status);
+    q->bind(5, t.record.median_ms);
+    q->bind(6, t.tuned_at);
+    q->bind(7, t.library_version);
+    q->bind(8, t.occurrence);
+    if (q->step()) trial_ids[i] = q->column_int64(0);
+  }
+
+  for (const CacheRows::Winner& w : rows.winners) {
+    const std::int64_t device_id = id_of(device_ids, w.device_key, "device");
+    const std::int64_t problem_id = id_of(problem_ids, w.problem_key, "problem");
+    const std::int64_t trial_id = trial_ids[w.trial];
+    if (trial_id == 0) {
+      GMJIT_CACHE_FAIL(SQLITE_INTERNAL, "import", "imported trial {} not found after insert",
+                       w.trial);
+    }
+    bool replace = true;
+    {
+      Query q(statement(
+          "SELECT w.trial_id, t.median_ms, t.status FROM winners w "
+          "JOIN trials t ON t.id = w.trial_id WHERE w.device_id = ?1 AND w.problem_id = ?2"));
+      q->bind(1, device_id);
+      q->bind(2, problem_id);
+      if (q->step()) {
+        // A current winner that is not 'ok' could only come from a damaged cache; any verified
+        // import beats it.
+        const bool current_ok = q->column_text(2) == "ok";
+        replace = q->column_int64(0) != trial_id &&
+                  (!current_ok || faster(rows.trials[w.trial].record.median_ms, q->column_double(1)));
+      }
+    }
+    if (!replace) continue;
+    put_winner(device_id, problem_id, trial_id, w.trial_count, w.tuned_at, w.library_version);
+    ++result.winners_changed;
+  }
+
+  for (const CacheRows::Binary& b : rows.binaries) {
+    if (add_binary(b.record, b.created_at, b.record.last_used, OnConflict::keep)) {
+      ++result.binaries_added;
+    } else {
+      ++result.binaries_ignored;  // the cache already has a binary for this key
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reads
 
 std::optional<WinnerRecord> Store::find_winner(const std::string& device_key,
                                                const std::string& problem_key) {
@@ -1014,55 +1353,25 @@ std::vector<WinnerRecord> Store::winners(const std::string& kernel_filter) {
 
 std::vector<TrialRecord> Store::trials(const std::string& device_key,
                                        const std::string& problem_key) {
-  Query q(statement(
-      "SELECT t.config_json, t.status, t.median_ms, t.spread, t.repetitions, t.verify_error, "
-      "t.compile_ms, t.registers, t.spill_bytes, t.shared_bytes, t.detail "
-      "FROM trials t "
-      "JOIN devices d ON d.id = t.device_id "
-      "JOIN problems p ON p.id = t.problem_id "
-      "WHERE d.key = ?1 AND p.key = ?2 ORDER BY t.id"));
+  Query q(statement("SELECT " GMJIT_TRIAL_COLUMNS " " GMJIT_TRIAL_JOINS
+                    "WHERE d.key = ?1 AND p.key = ?2 ORDER BY t.id"));
   q->bind(1, device_key);
   q->bind(2, problem_key);
   std::vector<TrialRecord> result;
-  while (q->step()) {
-    TrialRecord t;
-    t.config_json = q->column_text(0);
-    t.status = q->column_text(1);
-    t.median_ms = q->column_double(2);
-    t.spread = q->column_double(3);
-    t.repetitions = q->column_int(4);
-    t.verify_error = q->column_double(5);
-    t.compile_ms = q->column_double(6);
-    t.registers = q->column_int(7);
-    t.spill_bytes = q->column_int(8);
-    t.shared_bytes = q->column_int(9);
-    t.detail = q->column_text(10);
-    result.push_back(std::move(t));
-  }
+  while (q->step()) read_fields(*q, 0, result.emplace_back(), kTrialFields);
   return result;
 }
 
-}  // namespace gmjit::cache
-
-namespace gmjit::cache {
 namespace {
 
-constexpr const char* kNearestSql =
-    "SELECT d.key, d.name, p.key, k.name, p.dtype, p.shape_json, t.config_json, t.median_ms, "
-    "w.trial_count, w.tuned_at, w.library_version "
-    "FROM winners w "
-    "JOIN devices d ON d.id = w.device_id "
-    "JOIN problems p ON p.id = w.problem_id "
-    "JOIN kernels k ON k.id = p.kernel_id "
-    "JOIN trials t ON t.id = w.trial_id "
-    "WHERE d.key = ?1 AND k.name = ?2 AND p.dtype = ?3";
+using Log2Dimensions = std::vector<std::pair<std::string, double>>;
 
 // The dimensions of a shape as (key, log2 of the value), in key order; nullopt when a value is
 // not a positive number, for which log2 means nothing.
-std::optional<std::vector<std::pair<std::string, double>>> log2_dimensions(
-    const nlohmann::json& shape) {
+std::optional<Log2Dimensions> log2_dimensions(const std::string& shape_json) {
+  const nlohmann::json shape = nlohmann::json::parse(shape_json, nullptr, false);
   if (!shape.is_object() && !shape.is_array()) return std::nullopt;
-  std::vector<std::pair<std::string, double>> dims;
+  Log2Dimensions dims;
   std::size_t index = 0;
   for (auto it = shape.begin(); it != shape.end(); ++it, ++index) {
     if (!it->is_number()) return std::nullopt;
@@ -1073,7 +1382,26 @@ std::optional<std::vector<std::pair<std::string, double>>> log2_dimensions(
   return dims;
 }
 
+// The one computation of the nearest-shape distance; nullopt when the keys differ.
+std::optional<double> log2_distance(const Log2Dimensions& a, const Log2Dimensions& b) {
+  if (a.size() != b.size()) return std::nullopt;
+  double sum = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (a[i].first != b[i].first) return std::nullopt;
+    const double d = b[i].second - a[i].second;
+    sum += d * d;
+  }
+  return std::sqrt(sum);
+}
+
 }  // namespace
+
+std::optional<double> shape_distance(const std::string& a_json, const std::string& b_json) {
+  const auto a = log2_dimensions(a_json);
+  const auto b = log2_dimensions(b_json);
+  if (!a || !b) return std::nullopt;
+  return log2_distance(*a, *b);
+}
 
 std::string binary_checksum(const std::vector<char>& data) {
   return fmt::format("{:016x}", XXH3_64bits(data.data(), data.size()));
@@ -1083,7 +1411,7 @@ std::optional<WinnerRecord> Store::nearest_winner(const std::string& device_key,
                                                   const std::string& kernel,
                                                   const std::string& dtype,
                                                   const std::string& shape_json) {
-  const auto wanted = log2_dimensions(nlohmann::json::parse(shape_json, nullptr, false));
+  const auto wanted = log2_dimensions(shape_json);
   if (!wanted) {
     GMJIT_USAGE_FAIL("shape '{}' is not a JSON object or array of positive numbers", shape_json);
   }
@@ -1094,17 +1422,10 @@ std::optional<WinnerRecord> Store::nearest_winner(const std::string& device_key,
   q->bind(3, dtype);
   while (q->step()) {
     WinnerRecord w = read_winner(q);
-    const auto dims = log2_dimensions(nlohmann::json::parse(w.shape_json, nullptr, false));
-    if (!dims || dims->size() != wanted->size()) continue;
-    double sum = 0;
-    bool same_keys = true;
-    for (std::size_t i = 0; i < dims->size() && same_keys; ++i) {
-      same_keys = (*dims)[i].first == (*wanted)[i].first;
-      const double d = (*dims)[i].second - (*wanted)[i].second;
-      sum += d * d;
-    }
-    if (!same_keys) continue;
-    w.distance = std::sqrt(sum);
+    const auto dims = log2_dimensions(w.shape_json);
+    const auto distance = dims ? log2_distance(*wanted, *dims) : std::nullopt;
+    if (!distance) continue;
+    w.distance = *distance;
     if (!best || w.distance < best->distance ||
         (w.distance == best->distance && w.problem_key < best->problem_key)) {
       best = std::move(w);
@@ -1113,45 +1434,22 @@ std::optional<WinnerRecord> Store::nearest_winner(const std::string& device_key,
   return best;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Binaries
+
 void Store::put_binary(const BinaryRecord& binary) {
   if (binary.compile_key.empty()) GMJIT_USAGE_FAIL("binary compile key is empty");
   const std::int64_t now = now_milliseconds();
-  Query q(statement(
-      "INSERT INTO binaries (compile_key, kernel, arch, bytes, checksum, created_at, last_used, "
-      "resources_json, ptx, cubin) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7, ?8, ?9) "
-      "ON CONFLICT (compile_key) DO UPDATE SET kernel = excluded.kernel, arch = excluded.arch, "
-      "bytes = excluded.bytes, checksum = excluded.checksum, created_at = excluded.created_at, "
-      "last_used = excluded.last_used, resources_json = excluded.resources_json, "
-      "ptx = excluded.ptx, cubin = excluded.cubin"));
-  q->bind(1, binary.compile_key);
-  q->bind(2, binary.kernel);
-  q->bind(3, binary.arch);
-  q->bind(4, static_cast<std::int64_t>(binary.cubin.size() + binary.ptx.size()));
-  q->bind(5, binary_checksum(binary.cubin));
-  q->bind(6, now);
-  q->bind(7, binary.resources_json);
-  q->bind(8, binary.ptx);
-  q->bind_blob(9, binary.cubin);
-  while (q->step()) {
-  }
+  add_binary(binary, now, now, OnConflict::replace);
 }
 
 std::optional<BinaryRecord> Store::get_binary(const std::string& compile_key) {
   BinaryRecord b;
   {
-    Query q(statement(
-        "SELECT kernel, arch, cubin, ptx, resources_json, checksum, last_used FROM binaries "
-        "WHERE compile_key = ?1"));
+    Query q(statement(GMJIT_BINARY_SELECT " FROM binaries WHERE compile_key = ?1"));
     q->bind(1, compile_key);
     if (!q->step()) return std::nullopt;
-    b.compile_key = compile_key;
-    b.kernel = q->column_text(0);
-    b.arch = q->column_text(1);
-    b.cubin = q->column_blob(2);
-    b.ptx = q->column_text(3);
-    b.resources_json = q->column_text(4);
-    b.checksum = q->column_text(5);
-    b.last_used = q->column_int64(6);
+    b = read_binary(q);
   }
   const std::string actual = binary_checksum(b.cubin);
   if (actual != b.checksum) {

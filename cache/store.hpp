@@ -3,6 +3,7 @@
 /// The tuning cache: one SQLite file holding devices, kernels, problems, every measured trial and
 /// the winning configuration of each (device, problem).
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -25,7 +26,7 @@ namespace gmjit::cache {
 /// @throws gmjit::Error (cache) when none of them gives a location.
 std::filesystem::path default_path();
 
-/// A device as identified by its fingerprint (see DESIGN.md, Keys).
+/// A device as identified by its fingerprint (see docs/ARCHITECTURE.md, Keys).
 struct DeviceRecord {
   std::string key;               ///< hash of the fingerprint; identifies the device
   std::string name;              ///< e.g. "NVIDIA H200"
@@ -43,11 +44,14 @@ struct ProblemRecord {
   std::string shape_json;  ///< JSON document
 };
 
+/// The statuses a trial may have; the schema refuses any other.
+inline constexpr std::array<std::string_view, 7> kTrialStatuses = {
+    "ok", "compile_failed", "invalid", "launch_failed", "crashed", "timeout", "wrong_result"};
+
 /// One measured (or rejected) configuration.
 struct TrialRecord {
   std::string config_json;  ///< JSON document
-  /// ok | compile_failed | invalid | launch_failed | crashed | timeout | wrong_result
-  std::string status;
+  std::string status;  ///< one of kTrialStatuses
   double median_ms = 0;
   double spread = 0;
   int repetitions = 0;
@@ -72,8 +76,8 @@ struct WinnerRecord {
   int trial_count = 0;        ///< trials measured in the tuning run that chose this winner
   std::int64_t tuned_at = 0;  ///< seconds since the Unix epoch
   std::string library_version;
-  /// Only set by Store::nearest_winner: the Euclidean distance between the log2 of the requested
-  /// shape's dimensions and this winner's (0 for an exact match).
+  /// Only set by Store::nearest_winner: shape_distance from the requested shape (0 for an exact
+  /// match).
   double distance = 0;
 };
 
@@ -101,6 +105,65 @@ struct VerifyReport {
   bool ok = true;
   std::vector<std::string> problems;
 };
+
+/// Every row of a cache, keyed as an export document keys them: what Store::read_rows returns and
+/// Store::merge applies. Devices and problems are named by key, a winner's trial by its index in
+/// `trials`; row ids never leave the store.
+struct CacheRows {
+  struct Device {
+    DeviceRecord record;
+    std::int64_t first_seen = 0;  ///< seconds since the Unix epoch
+    std::int64_t last_seen = 0;
+  };
+  struct Kernel {
+    std::string name;
+    std::string template_hash;
+  };
+  struct Trial {
+    std::string device_key;
+    std::string problem_key;
+    TrialRecord record;
+    std::int64_t tuned_at = 0;  ///< seconds since the Unix epoch
+    std::string library_version;
+    /// How many identical trials (same device, problem, config, status, median, tuned_at and
+    /// library version) precede this one; with those fields, the trial's identity.
+    std::int64_t occurrence = 0;
+  };
+  struct Winner {
+    std::string device_key;
+    std::string problem_key;
+    std::size_t trial = 0;  ///< index into trials
+    std::int64_t trial_count = 0;
+    std::int64_t tuned_at = 0;
+    std::string library_version;
+  };
+  struct Binary {
+    BinaryRecord record;          ///< checksum as stored
+    std::int64_t created_at = 0;  ///< milliseconds since the Unix epoch
+  };
+
+  std::vector<Device> devices;
+  std::vector<Kernel> kernels;
+  std::vector<ProblemRecord> problems;
+  std::vector<Trial> trials;
+  std::vector<Winner> winners;
+  std::vector<Binary> binaries;
+};
+
+/// What an import or merge changed.
+struct ImportResult {
+  std::size_t trials_added = 0;
+  std::size_t winners_changed = 0;  ///< winners added, or replaced by a faster one
+  std::size_t binaries_added = 0;
+  std::size_t binaries_ignored = 0;  ///< untrusted, failing checksum or accept_binary, or present
+};
+
+/// The nearest-shape distance between two shapes (JSON objects or arrays of dimensions): the
+/// Euclidean distance between the log2 of their dimensions, sqrt(sum_i (log2 a_i - log2 b_i)^2),
+/// so that doubling any one dimension counts 1 whatever its size; 0 for equal shapes. nullopt
+/// when the shapes do not have the same keys (the same member names for objects, the same length
+/// for arrays), or when either is not JSON or has a dimension that is not a positive number.
+std::optional<double> shape_distance(const std::string& a_json, const std::string& b_json);
 
 /// How a Store opens its file.
 struct StoreOptions {
@@ -179,27 +242,6 @@ class Statement {
   sqlite3_stmt* stmt_ = nullptr;
 };
 
-/// Binds a trial's measured fields to parameters 3..13 of an INSERT INTO trials, in the column
-/// order both the store and an import use.
-void bind_trial(Statement& statement, const TrialRecord& trial);
-
-/// BEGIN IMMEDIATE on construction; rolls back on destruction unless commit() succeeded.
-class Transaction {
- public:
-  /// @throws gmjit::Error (cache), e.g. when another writer holds the lock past the busy timeout
-  explicit Transaction(Connection& connection);
-  Transaction(const Transaction&) = delete;
-  Transaction& operator=(const Transaction&) = delete;
-  ~Transaction();
-
-  /// @throws gmjit::Error (cache); the destructor then rolls back
-  void commit();
-
- private:
-  Connection& connection_;
-  bool committed_ = false;
-};
-
 /// The tuning cache. Several processes may share one file; one Store must not be used from
 /// several threads at once (open one per thread instead). Movable, not copyable.
 class Store {
@@ -252,11 +294,9 @@ class Store {
   std::vector<TrialRecord> trials(const std::string& device_key, const std::string& problem_key);
 
   /// Nearest tuned shape: among the winners of the same device, kernel and dtype whose shape has
-  /// the same keys as `shape_json` (the same member names for a JSON object, the same length for
-  /// an array), the one minimizing the Euclidean distance between the log2 of the dimensions,
-  /// sqrt(sum_i (log2 a_i - log2 b_i)^2), so that doubling any one dimension counts 1 whatever
-  /// its size. An exact match has distance 0. Winners whose shape has a non-positive or
-  /// non-numeric dimension are skipped; ties go to the smaller problem key.
+  /// the same keys as `shape_json`, the one at the smallest shape_distance from it. Winners whose
+  /// shape has a non-positive or non-numeric dimension are skipped; ties go to the smaller
+  /// problem key.
   /// @throws gmjit::Error (usage) when shape_json is not a JSON object or array of positive numbers
   std::optional<WinnerRecord> nearest_winner(const std::string& device_key,
                                              const std::string& kernel, const std::string& dtype,
@@ -288,24 +328,81 @@ class Store {
   /// another device or problem), binaries whose checksum fails. Reports only; changes nothing.
   VerifyReport verify();
 
+  /// Opens another cache only to read its rows (a merge source): read-only, schema 1 or newer up
+  /// to kSchemaVersion. Never creates, migrates, quarantines or otherwise writes the file.
+  /// @throws gmjit::Error (cache) when the file cannot be opened or read, is not a gmjit cache, or
+  ///   has a newer schema; `role` names the file in those messages.
+  static Store open_read_only(const std::filesystem::path& path, std::string_view role = "cache");
+
+  /// Every row, read in one snapshot, so that they agree while tuners keep writing. Devices,
+  /// kernels, problems and trials in the order they were added, winners by device and problem
+  /// key, binaries (only when with_binaries) by compile key. A winner whose trial is missing, which
+  /// only a damaged cache holds (verify reports it), is skipped with a warning.
+  CacheRows read_rows(bool with_binaries);
+
+  /// How many binaries the cache holds; a schema-1 file has none.
+  std::size_t binary_count();
+
+  /// Applies each of `sources` in turn, all in one transaction: devices are upserted (first and
+  /// last seen widened to cover both), kernels and problems are added when absent (a problem key
+  /// covers every field of its problem), trials not already present are added (a trial's identity
+  /// is its device, problem, config_json, status, median_ms, tuned_at, library_version and
+  /// occurrence; a UNIQUE index enforces it, so applying the same rows twice adds nothing), per
+  /// (device, problem) the winner with the smaller median_ms among the current and the applied one
+  /// is kept (the current one on a tie, unless its trial did not pass), and binaries whose compile
+  /// key is absent are added, with their checksum computed here; a present one counts as ignored.
+  /// Nothing is written if anything throws.
+  /// @throws gmjit::Error (usage) for a trial or winner that names a device, problem or trial its
+  ///   rows lack; (cache) for anything SQLite rejects
+  ImportResult merge(const std::vector<CacheRows>& sources);
+
   /// Where a corrupt file found at open was moved; nullopt when the file was sound.
   const std::optional<std::filesystem::path>& quarantined() const;
 
   const std::filesystem::path& path() const;
 
  private:
-  friend struct StoreAccess;  // cache/exchange.cpp applies imports inside one transaction
+  // What every cache records in its header, read in one statement.
+  struct Header {
+    std::int64_t application_id = 0;
+    std::int64_t version = 0;
+    std::int64_t objects = 0;  // rows of sqlite_master: 0 for a file nothing has written yet
+  };
 
+  Store(std::filesystem::path path, Connection connection, int schema_version);
   Statement& statement(const char* sql);
+  Header read_header();
   void open_checked();
   int check_compatible();  // returns the file's schema version
   void check_quick();
   std::string enable_wal();  // returns the journal mode in effect
   void migrate();
 
+  // What an insert does with a row of the same key: a tuning run replaces it with what it has
+  // just measured; an import keeps it.
+  enum class OnConflict { replace, keep };
+  std::int64_t add_device(const DeviceRecord& device, std::int64_t first_seen,
+                          std::int64_t last_seen, OnConflict on_conflict);
+  std::int64_t add_kernel(const std::string& name, const std::string& template_hash);
+  std::int64_t add_problem(const ProblemRecord& problem, std::int64_t kernel_id,
+                           OnConflict on_conflict);
+  // nullopt when an identical trial is already present.
+  std::optional<std::int64_t> add_trial(std::int64_t device_id, std::int64_t problem_id,
+                                        const TrialRecord& trial, std::int64_t tuned_at,
+                                        const std::string& library_version,
+                                        std::optional<std::int64_t> occurrence);
+  void put_winner(std::int64_t device_id, std::int64_t problem_id, std::int64_t trial_id,
+                  std::int64_t trial_count, std::int64_t tuned_at,
+                  const std::string& library_version);
+  // false when a binary of the same compile key was kept
+  bool add_binary(const BinaryRecord& binary, std::int64_t created_at, std::int64_t last_used,
+                  OnConflict on_conflict);
+  void merge_rows(const CacheRows& rows, ImportResult& result);
+
   std::filesystem::path path_;
   StoreOptions options_;
   std::optional<std::filesystem::path> quarantined_;
+  int schema_version_ = kSchemaVersion;  // below it only for a file opened read-only
   // Declared before the statements so that they are finalized before the connection closes.
   Connection connection_;
   std::unordered_map<std::string, Statement> statements_;

@@ -1,19 +1,33 @@
 #pragma once
-// Helpers the cache tests share: raw SQLite access independent of the Store, file bytes, and
-// catching the gmjit::Error an action throws.
+// Helpers the cache tests share: a private directory per test, raw SQLite access independent of
+// the Store, file bytes, catching the gmjit::Error an action throws, and a measured trial.
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <string>
+#include <system_error>
 
+#include "cache/store.hpp"
 #include "gmjit/error.hpp"
 
 namespace gmjit::cache_test {
+
+// The names every cache test uses; a test file takes them with `using namespace`.
+using cache::DeviceRecord;
+using cache::ProblemRecord;
+using cache::Store;
+using cache::TrialRecord;
+using cache::WinnerRecord;
+using gmjit::Error;
+using gmjit::ErrorKind;
 
 // Returns the gmjit::Error that `f` throws; records a failure when it throws none.
 template <class F>
@@ -77,5 +91,57 @@ class RawDb {
  private:
   sqlite3* db_ = nullptr;
 };
+
+// Rows of each table of a schema-2 cache, by table name.
+using RowCounts = std::map<std::string, std::int64_t>;
+
+inline RowCounts row_counts(const std::filesystem::path& path) {
+  RawDb raw(path, /*writable=*/false);
+  RowCounts counts;
+  for (const char* table : {"devices", "kernels", "problems", "trials", "winners", "binaries"}) {
+    counts[table] = raw.integer(std::string("SELECT count(*) FROM ") + table);
+  }
+  return counts;
+}
+
+// A fresh directory of mode 0700, as the store requires of its directory, holding the cache file
+// path_; removed with everything in it after the test.
+class CacheDirTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (std::filesystem::temp_directory_path() / "gmjit-cache-test-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+    path_ = dir_ / "gmjit.db";
+  }
+  void TearDown() override {
+    std::error_code ec;
+    // Tests may leave directories without write permission; removal needs it back.
+    for (auto it = std::filesystem::recursive_directory_iterator(dir_, ec);
+         !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+      if (it->is_directory()) ::chmod(it->path().c_str(), 0700);
+    }
+    ::chmod(dir_.c_str(), 0700);
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  std::filesystem::path dir_;
+  std::filesystem::path path_;
+};
+
+// A trial that passed, with every measured field set.
+inline TrialRecord ok_trial(int tile, double median_ms) {
+  TrialRecord t;
+  t.config_json = R"({"tile":)" + std::to_string(tile) + "}";
+  t.status = "ok";
+  t.median_ms = median_ms;
+  t.spread = 0.01;
+  t.repetitions = 50;
+  t.verify_error = 1e-3;
+  t.compile_ms = 812.5;
+  t.registers = 128;
+  t.shared_bytes = 49152;
+  return t;
+}
 
 }  // namespace gmjit::cache_test

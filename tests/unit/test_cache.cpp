@@ -23,16 +23,7 @@
 namespace {
 
 namespace fs = std::filesystem;
-using gmjit::Error;
-using gmjit::cache_test::capture_error;
-using gmjit::cache_test::RawDb;
-using gmjit::cache_test::read_bytes;
-using gmjit::ErrorKind;
-using gmjit::cache::DeviceRecord;
-using gmjit::cache::ProblemRecord;
-using gmjit::cache::Store;
-using gmjit::cache::TrialRecord;
-using gmjit::cache::WinnerRecord;
+using namespace gmjit::cache_test;
 
 std::int64_t now_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(
@@ -71,25 +62,8 @@ class EnvGuard {
   std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
 };
 
-class CacheTest : public ::testing::Test {
+class CacheTest : public CacheDirTest {
  protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "gmjit-cache-test-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;  // mkdtemp makes it 0700, as the store requires of its directory
-    path_ = dir_ / "gmjit.db";
-  }
-  void TearDown() override {
-    std::error_code ec;
-    // Tests may leave directories without write permission; removal needs it back.
-    for (auto it = fs::recursive_directory_iterator(dir_, ec);
-         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-      if (it->is_directory()) ::chmod(it->path().c_str(), 0700);
-    }
-    ::chmod(dir_.c_str(), 0700);
-    fs::remove_all(dir_, ec);
-  }
-
   static DeviceRecord device(const std::string& key = "dev-h200") {
     return {key, "NVIDIA H200", "sm_90a",
             R"({"name":"NVIDIA H200","cc":"9.0","sms":132,"l2":52428800})"};
@@ -99,20 +73,6 @@ class CacheTest : public ::testing::Test {
                                const std::string& shape = "[4096,4096,4096]") {
     return {key, kernel, "tmplhash01", dtype, "rcr", shape};
   }
-  static TrialRecord ok_trial(int tile, double median_ms) {
-    TrialRecord t;
-    t.config_json = R"({"tile":)" + std::to_string(tile) + "}";
-    t.status = "ok";
-    t.median_ms = median_ms;
-    t.spread = 0.01;
-    t.repetitions = 50;
-    t.verify_error = 1e-3;
-    t.compile_ms = 812.5;
-    t.registers = 128;
-    t.spill_bytes = 0;
-    t.shared_bytes = 49152;
-    return t;
-  }
   static TrialRecord failed_trial(const std::string& status, const std::string& detail) {
     TrialRecord t;
     t.config_json = R"({"tile":512})";
@@ -120,9 +80,6 @@ class CacheTest : public ::testing::Test {
     t.detail = detail;
     return t;
   }
-
-  fs::path dir_;
-  fs::path path_;
 };
 
 void expect_same_trial(const TrialRecord& expected, const TrialRecord& actual) {
@@ -223,11 +180,9 @@ TEST_F(CacheTest, SecondRecordReplacesWinnerAndKeepsAllTrials) {
   EXPECT_EQ(stored[4].config_json, R"({"tile":192})");
 
   EXPECT_EQ(store.winners().size(), 1u);
+  EXPECT_EQ(row_counts(path_), (RowCounts{{"devices", 1}, {"kernels", 1}, {"problems", 1},
+                                          {"trials", 5}, {"winners", 1}, {"binaries", 0}}));
   RawDb raw(path_, /*writable=*/false);
-  EXPECT_EQ(raw.integer("SELECT count(*) FROM winners"), 1);
-  EXPECT_EQ(raw.integer("SELECT count(*) FROM devices"), 1);
-  EXPECT_EQ(raw.integer("SELECT count(*) FROM problems"), 1);
-  EXPECT_EQ(raw.integer("SELECT count(*) FROM kernels"), 1);
   EXPECT_EQ(raw.integer("SELECT count(*) FROM trials WHERE library_version = '0.2.0'"), 2);
 }
 
@@ -258,14 +213,8 @@ TEST_F(CacheTest, FailedRecordRollsBackEverything) {
 
   EXPECT_FALSE(store.find_winner("dev-new", "prob-new").has_value());
   EXPECT_TRUE(store.trials("dev-new", "prob-new").empty());
-  {
-    RawDb raw(path_, /*writable=*/false);
-    EXPECT_EQ(raw.integer("SELECT count(*) FROM devices"), 1);
-    EXPECT_EQ(raw.integer("SELECT count(*) FROM problems"), 1);
-    EXPECT_EQ(raw.integer("SELECT count(*) FROM kernels"), 1);
-    EXPECT_EQ(raw.integer("SELECT count(*) FROM trials"), 1);
-    EXPECT_EQ(raw.integer("SELECT count(*) FROM winners"), 1);
-  }
+  EXPECT_EQ(row_counts(path_), (RowCounts{{"devices", 1}, {"kernels", 1}, {"problems", 1},
+                                          {"trials", 1}, {"winners", 1}, {"binaries", 0}}));
   // The failed transaction is over: the same store writes again.
   store.record_tuning(device("dev-new"), problem("prob-new", "conv", "bf16"), {ok_trial(32, 0.1)},
                       0, "0.2.0");

@@ -24,6 +24,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -41,20 +42,12 @@ namespace fs = std::filesystem;
 // land mid-write, few enough that the final writer finishes in seconds.
 constexpr int kCrashProblems = 8000;
 
-using gmjit::Error;
-using gmjit::cache_test::capture_error;
-using gmjit::cache_test::RawDb;
-using gmjit::cache_test::read_bytes;
-using gmjit::ErrorKind;
+using namespace gmjit::cache_test;
 using gmjit::cache::BinaryRecord;
-using gmjit::cache::DeviceRecord;
+using gmjit::cache::CacheRows;
 using gmjit::cache::ImportOptions;
 using gmjit::cache::ImportResult;
-using gmjit::cache::ProblemRecord;
-using gmjit::cache::Store;
 using gmjit::cache::StoreOptions;
-using gmjit::cache::TrialRecord;
-using gmjit::cache::WinnerRecord;
 
 void write_bytes(const fs::path& path, const std::string& bytes) {
   {
@@ -100,20 +93,6 @@ ProblemRecord problem(const std::string& key, const std::string& kernel = "gemm"
   return {key, kernel, "tmplhash01", dtype, "rcr", shape};
 }
 
-TrialRecord ok_trial(int tile, double median_ms) {
-  TrialRecord t;
-  t.config_json = R"({"tile":)" + std::to_string(tile) + "}";
-  t.status = "ok";
-  t.median_ms = median_ms;
-  t.spread = 0.01;
-  t.repetitions = 50;
-  t.verify_error = 1e-3;
-  t.compile_ms = 812.5;
-  t.registers = 128;
-  t.shared_bytes = 49152;
-  return t;
-}
-
 TrialRecord failed_trial(const std::string& status) {
   TrialRecord t;
   t.config_json = R"({"tile":512})";
@@ -145,22 +124,7 @@ std::vector<fs::path> files_containing(const fs::path& dir, const std::string& p
   return found;
 }
 
-class CacheV2 : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "gmjit-cache-v2-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
-    path_ = dir_ / "gmjit.db";
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-
-  fs::path dir_;
-  fs::path path_;
-};
+class CacheV2 : public CacheDirTest {};
 
 // ---------------------------------------------------------------------------------------------
 // Schema migration
@@ -410,6 +374,43 @@ TEST_F(CacheNearest, ArrayShapesCompareByPosition) {
   ASSERT_TRUE(w.has_value());
   EXPECT_EQ(w->problem_key, "a");
   EXPECT_DOUBLE_EQ(w->distance, 3.0);
+}
+
+// The list an import checks statuses against is the one the schema's CHECK constraint accepts.
+TEST_F(CacheV2, EveryListedTrialStatusIsStored) {
+  Store store(path_);
+  std::vector<TrialRecord> trials;
+  for (const std::string_view status : gmjit::cache::kTrialStatuses) {
+    TrialRecord t = ok_trial(static_cast<int>(trials.size()), 1.0);
+    t.status = std::string(status);
+    trials.push_back(t);
+  }
+  store.record_tuning(device(), problem("every-status"), trials, 0, "v");
+  const auto stored = store.trials("dev-h200", "every-status");
+  ASSERT_EQ(stored.size(), gmjit::cache::kTrialStatuses.size());
+  for (std::size_t i = 0; i < stored.size(); ++i) {
+    EXPECT_EQ(stored[i].status, gmjit::cache::kTrialStatuses[i]);
+  }
+}
+
+// The one distance that nearest_winner ranks by and the tuner's transfer strategy seeds with.
+TEST(ShapeDistance, IsTheEuclideanDistanceOfLog2Dimensions) {
+  using gmjit::cache::shape_distance;
+  EXPECT_EQ(shape_distance(R"({"m":64,"n":32})", R"({"n":32,"m":64})"), 0.0);
+  EXPECT_EQ(shape_distance(R"({"m":64,"n":32})", R"({"m":128,"n":32})"), 1.0);
+  EXPECT_EQ(shape_distance(R"({"m":128,"n":32})", R"({"m":64,"n":32})"), 1.0);
+  EXPECT_EQ(shape_distance("[1024,1024,1024]", "[1024,1024,8192]"), 3.0);
+  EXPECT_DOUBLE_EQ(shape_distance(R"({"m":4,"n":4})", R"({"m":8,"n":2})").value(), std::sqrt(2.0));
+  EXPECT_DOUBLE_EQ(shape_distance(R"({"m":1000})", R"({"m":3000})").value(), std::log2(3.0));
+
+  EXPECT_FALSE(shape_distance(R"({"m":64,"n":32})", R"({"m":64,"k":32})"));  // other keys
+  EXPECT_FALSE(shape_distance(R"({"m":64})", R"({"m":64,"n":32})"));
+  EXPECT_FALSE(shape_distance("[64,32]", "[64,32,16]"));
+  EXPECT_FALSE(shape_distance(R"({"m":0})", R"({"m":1})"));
+  EXPECT_FALSE(shape_distance(R"({"m":1})", R"({"m":-2})"));
+  EXPECT_FALSE(shape_distance(R"({"m":"64"})", R"({"m":64})"));
+  EXPECT_FALSE(shape_distance("not json", R"({"m":64})"));
+  EXPECT_FALSE(shape_distance("64", "64"));
 }
 
 class CacheKeys : public CacheV2 {};
@@ -671,15 +672,6 @@ class CacheExchange : public CacheV2 {
     store.put_binary(binary("ck-exported", 3000));
   }
 
-  std::vector<std::int64_t> row_counts(const fs::path& path) {
-    RawDb raw(path);
-    std::vector<std::int64_t> counts;
-    for (const char* table : {"devices", "kernels", "problems", "trials", "winners", "binaries"}) {
-      counts.push_back(raw.integer(std::string("SELECT count(*) FROM ") + table));
-    }
-    return counts;
-  }
-
   static void expect_same_winners(Store& a, Store& b) {
     const auto wa = a.winners();
     const auto wb = b.winners();
@@ -875,6 +867,44 @@ TEST_F(CacheExchange, MergeKeepsFasterWinnerAndEveryTrial) {
   EXPECT_EQ(r.winners_changed, 2u);
   EXPECT_DOUBLE_EQ(a.find_winner("dev-h200", "P")->median_ms, 1.5);
   EXPECT_DOUBLE_EQ(a.find_winner("dev-h200", "Q")->median_ms, 1.0);
+}
+
+TEST_F(CacheExchange, StoreRowsMergeIntoAnotherStoreAndAFailedMergeWritesNothing) {
+  Store source(dir_ / "source.db");
+  fill(source);
+  const CacheRows rows = source.read_rows(/*with_binaries=*/true);
+  EXPECT_EQ(rows.devices.size(), 2u);
+  EXPECT_EQ(rows.kernels.size(), 1u);
+  EXPECT_EQ(rows.problems.size(), 3u);
+  ASSERT_EQ(rows.trials.size(), 30u);
+  EXPECT_EQ(rows.trials[4].occurrence, 1);  // the second of two identical trials
+  ASSERT_EQ(rows.winners.size(), 6u);
+  ASSERT_EQ(rows.binaries.size(), 1u);
+  EXPECT_TRUE(source.read_rows(/*with_binaries=*/false).binaries.empty());
+  EXPECT_EQ(source.binary_count(), 1u);
+
+  Store target(path_);
+  ImportResult r = target.merge({rows});
+  EXPECT_EQ(r.trials_added, 30u);
+  EXPECT_EQ(r.winners_changed, 6u);
+  EXPECT_EQ(r.binaries_added, 1u);
+  expect_same_winners(source, target);
+  ASSERT_TRUE(target.get_binary("ck-exported").has_value());
+  r = target.merge({rows, rows});
+  EXPECT_EQ(r.trials_added + r.winners_changed + r.binaries_added, 0u);
+  EXPECT_EQ(r.binaries_ignored, 2u);
+
+  // A winner whose trial did not pass is refused after the devices, kernels and problems of the
+  // same rows were written: the transaction takes them back.
+  Store other(dir_ / "other.db");
+  other.record_tuning(device("dev-c"), problem("prob-c"), {ok_trial(8, 1.0)}, 0, "v");
+  const auto counts = row_counts(dir_ / "other.db");
+  CacheRows bad = rows;
+  bad.winners.back().trial = 2;  // compile_failed, on dev-a prob-0
+  const Error e = capture_error([&] { other.merge({rows, bad}); });
+  EXPECT_EQ(e.kind(), ErrorKind::usage);
+  EXPECT_EQ(row_counts(dir_ / "other.db"), counts);
+  EXPECT_FALSE(other.find_winner("dev-a", "prob-0").has_value());
 }
 
 TEST_F(CacheExchange, MergeRefusesForeignFilesAndReadsV1SourcesWithoutUpgrading) {
