@@ -142,27 +142,19 @@ void apply_timing(TrialReport& trial, const nlohmann::json& t) {
   trial.batch = t.value("batch", 1);
 }
 
-// Winners of the same kernel and dtype on this device, nearest shape first (log2 distance).
+// Winners of the same kernel and dtype on this device, nearest shape first (cache::shape_distance,
+// the distance the runtime's nearest-shape fallback ranks by).
 std::vector<Config> nearest_winner_configs(const std::string& db_path, const std::string& device_key,
                                            const Problem& problem, std::size_t count) {
   std::vector<std::pair<double, Config>> ranked;
   try {
     cache::Store store(db_path);
+    const std::string shape_json = nlohmann::json(problem.shape).dump();
     for (const auto& w : store.winners(problem.kernel)) {
       if (w.device_key != device_key || w.dtype != problem.dtype) continue;
-      const auto shape = nlohmann::json::parse(w.shape_json).get<Shape>();
-      double distance = 0;
-      bool comparable = shape.size() == problem.shape.size();
-      for (const auto& [key, value] : problem.shape) {
-        const auto it = shape.find(key);
-        if (it == shape.end() || it->second <= 0) {
-          comparable = false;
-          break;
-        }
-        const double d = std::log2(static_cast<double>(value)) - std::log2(static_cast<double>(it->second));
-        distance += d * d;
+      if (const auto distance = cache::shape_distance(shape_json, w.shape_json)) {
+        ranked.emplace_back(*distance, nlohmann::json::parse(w.config_json).get<Config>());
       }
-      if (comparable) ranked.emplace_back(distance, nlohmann::json::parse(w.config_json).get<Config>());
     }
   } catch (const std::exception& e) {
     detail::logger().warn("transfer: cannot read winners from {} ({}); starting from the model", db_path, e.what());
