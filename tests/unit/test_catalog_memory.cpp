@@ -8,25 +8,17 @@
 #include "codegen/compiler.hpp"
 #include "gmjit/error.hpp"
 #include "templates/registry.hpp"
+#include "unit/templates_test_support.hpp"
 
 namespace gmjit::templates {
 namespace {
+
+using testing::usage_message;
 
 const DtypeInfo& fp32() { return dtype_info("fp32"); }
 
 Shape image(std::int64_t h, std::int64_t w) { return {{"h", h}, {"w", w}}; }
 Shape matrix(std::int64_t rows, std::int64_t cols) { return {{"rows", rows}, {"cols", cols}}; }
-
-std::string usage_message(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::usage);
-    return e.message();
-  }
-  ADD_FAILURE() << "no usage error";
-  return {};
-}
 
 Config with(const KernelDescriptor& kernel, const Config& changes) {
   Config config = kernel.default_config;

@@ -1,5 +1,4 @@
 #include <gtest/gtest.h>
-#include <stdlib.h>
 #include <sys/stat.h>
 
 #include <nlohmann/json.hpp>
@@ -9,6 +8,7 @@
 
 #include "cache/store.hpp"
 #include "cli_runner.hpp"
+#include "temp_dir.hpp"
 
 namespace gmjit {
 namespace {
@@ -17,16 +17,13 @@ namespace fs = std::filesystem;
 using testing::line_count;
 using testing::run_gmtune;
 
-class CliCache : public ::testing::Test {
+class CliCache : public testing::TempDirTest {
  protected:
+  CliCache() : TempDirTest("gmjit-cli-cache") {}
   void SetUp() override {
-    char pattern[] = "/tmp/gmjit-cli-cache-XXXXXX";
-    ASSERT_NE(mkdtemp(pattern), nullptr);
-    dir_ = pattern;
     a_ = (dir_ / "a" / "gmjit.db").string();
     populate(a_, "dev-a", "GPU A", {{"sgemm", 1.0}, {"vector_add", 0.5}});
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   // Winners as a sweep records them: several verified trials, the fastest first.
   static void populate(const std::string& path, const std::string& device_key, const std::string& device_name,
@@ -54,7 +51,6 @@ class CliCache : public ::testing::Test {
     store.put_binary(binary);
   }
 
-  fs::path dir_;
   std::string a_;
 };
 

@@ -1,7 +1,6 @@
 // gmtune sweep and tune as a user runs them, and gmtune's option parsing and formatting, on a
 // machine without a GPU.
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <nlohmann/json.hpp>
 
@@ -15,6 +14,7 @@
 #include "cache/store.hpp"
 #include "cli_runner.hpp"
 #include "templates/registry.hpp"
+#include "temp_dir.hpp"
 #include "tools/gmtune_format.hpp"
 #include "cache/keys.hpp"
 #include "unit/cache_test_support.hpp"
@@ -34,21 +34,13 @@ std::vector<std::string> lines(const std::string& text) {
   return out;
 }
 
-class CliSweep : public ::testing::Test {
+class CliSweep : public testing::TempDirTest {
  protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/gmjit-cli-sweep-XXXXXX";
-    ASSERT_NE(mkdtemp(pattern), nullptr);
-    dir_ = pattern;
-    db_ = dir_ / "cache" / "gmjit.db";
-    // A dry run without --db reads the default cache: point it here, never at the user's.
-    env_ = "GMJIT_CACHE=" + db_.string();
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  CliSweep() : TempDirTest("gmjit-cli-sweep") {}
 
-  fs::path dir_;
-  fs::path db_;
-  std::string env_;
+  const fs::path db_ = dir_ / "cache" / "gmjit.db";
+  // A dry run without --db reads the default cache: point it here, never at the user's.
+  const std::string env_ = "GMJIT_CACHE=" + db_.string();
 };
 
 TEST_F(CliSweep, DryRunListsTheLlmPresetOneProblemALine) {
@@ -231,7 +223,7 @@ TuneReport sample_report() {
   r.problem = {"vector_add", "fp32", {{"n", 1024}}, "command line"};
   r.device_name = "GPU";
   r.device_key = "dev";
-  r.strategy = Strategy::random;
+  r.strategy = "random";
   auto trial = [](std::int64_t block, TrialStatus status, double ms) {
     TrialReport t;
     t.config = {{"block", block}};

@@ -1,7 +1,6 @@
 // What a sweep works on, without a GPU: presets, shapes files, job-array shards, and which
 // problems a cache has already finished.
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <nlohmann/json.hpp>
 
@@ -14,6 +13,7 @@
 #include "cache/store.hpp"
 #include "gmjit/tune.hpp"
 #include "templates/registry.hpp"
+#include "temp_dir.hpp"
 #include "cache/keys.hpp"
 #include "unit/cache_test_support.hpp"
 
@@ -202,22 +202,15 @@ TEST(Presets, NamesSummariesAndUnknownNames) {
   EXPECT_NE(error.message().find("llm"), std::string::npos) << "names the presets: " << error.message();
 }
 
-class ShapesFile : public ::testing::Test {
+class ShapesFile : public testing::TempDirTest {
  protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/gmjit-problems-XXXXXX";
-    ASSERT_NE(mkdtemp(pattern), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  ShapesFile() : TempDirTest("gmjit-problems") {}
 
   std::string write(const std::string& text) {
     const auto path = dir_ / "shapes.json";
     std::ofstream(path) << text;
     return path.string();
   }
-
-  fs::path dir_;
 };
 
 TEST_F(ShapesFile, RepeatedProblemsAreListedOnce) {

@@ -1,65 +1,52 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 
-#include <cstring>
-
-#include "codegen/compiler.hpp"
-#include "gmjit/error.hpp"
 #include "core/module.hpp"
 #include "templates/registry.hpp"
+#include "unit/templates_test_support.hpp"
 
 namespace gmjit::templates {
 namespace {
 
-const KernelDescriptor& softmax() { return find_kernel("softmax"); }
+using testing::count_if_valid;
+using testing::expect_names;
+using testing::expect_verdicts;
+using testing::scalar_at;
+using testing::shape;
 
-Shape shape(std::int64_t rows, std::int64_t cols) { return {{"rows", rows}, {"cols", cols}}; }
+const KernelDescriptor& softmax() { return find_kernel("softmax"); }
 
 Config config(std::int64_t strategy, std::int64_t block, std::int64_t elems, std::int64_t vec, std::int64_t cached,
               std::int64_t split = 1) {
-  return {{"strategy", strategy}, {"block", block}, {"elems", elems}, {"vec", vec}, {"cached", cached}, {"split", split}};
+  Config c = testing::row_config(softmax(), strategy, block, elems, vec, cached);
+  c["split"] = split;
+  return c;
 }
 
 std::size_t count_if_valid(const Shape& s, const std::function<bool(const Config&)>& predicate) {
-  std::size_t n = 0;
-  for (const auto& c : valid_configs(softmax(), s)) n += predicate(c) ? 1 : 0;
-  return n;
+  return count_if_valid(softmax(), s, predicate);
 }
 
 TEST(Softmax, IsABuiltInWithFp32First) {
   const auto& k = softmax();
   EXPECT_FALSE(is_user_kernel("softmax"));
-  EXPECT_EQ(k.problem_keys, (std::vector<std::string>{"rows", "cols"}));
-  EXPECT_EQ(k.dtypes, (std::vector<std::string>{"fp32", "bf16"}));
   EXPECT_EQ(k.header, "gmjit/softmax.cuh");
-  ASSERT_TRUE(find_header(k.header).has_value());
-  // bf16 comes with the row kernels' shared accesses, which the template's key covers too.
-  const auto reached = reachable_headers(k.header);
-  EXPECT_NE(std::find(reached.begin(), reached.end(), "gmjit/row_access.cuh"), reached.end());
-  EXPECT_NE(find_header("gmjit/row_access.cuh")->find("cuda_bf16.h"), std::string::npos);
+  testing::expect_row_kernel_description(k);
   // 3 strategies x 4 blocks x 4 elems x 2 vec x 2 cached x 5 splits; the rules leave at most 152
   // for any one shape (below), few enough to tune exhaustively.
   EXPECT_EQ(all_configs(k).size(), 960u);
-  EXPECT_TRUE(k.work);
 }
 
 TEST(Softmax, DefaultConfigServesEveryShapeOfTheIssue) {
-  for (const auto& s : {shape(1, 1), shape(3, 127), shape(127, 1000), shape(1, 131072), shape(2, 393216),
-                        shape(8192, 8192), shape(4096, 32000), shape(32768, 128), shape(5, 1000003)}) {
-    for (const char* dtype : {"fp32", "bf16"}) {
-      EXPECT_NO_THROW(resolve_config(softmax(), s, dtype, {})) << format_assignments(s) << " " << dtype;
-    }
-  }
-  EXPECT_THROW(resolve_config(softmax(), shape(4, 4), "fp16", {}), Error);
+  testing::expect_defaults_serve(softmax(), {shape(1, 1), shape(3, 127), shape(127, 1000), shape(1, 131072),
+                                             shape(2, 393216), shape(8192, 8192), shape(4096, 32000),
+                                             shape(32768, 128), shape(5, 1000003)});
 }
 
 TEST(Softmax, ValidConfigsPerShape) {
-  // Odd cols: single-element accesses, which vec=1 compiles to; every register-cached variant
-  // holds 127 (a warp of 4 elements holds 128).
-  EXPECT_EQ(valid_configs(softmax(), shape(3, 127)).size(), 64u);
-  EXPECT_EQ(count_if_valid(shape(3, 127), [](const Config& c) { return c.at("vec") == 0; }), 0u);
-  EXPECT_EQ(valid_configs(softmax(), shape(1, 1)).size(), 64u);
+  testing::expect_row_access_rules(softmax());
   // 128 columns: everything.
   EXPECT_EQ(valid_configs(softmax(), shape(32768, 128)).size(), 128u);
   // 8192 columns: cached needs a block per row with block * elems >= 8192:
@@ -86,60 +73,45 @@ TEST(Softmax, ValidConfigsPerShape) {
     most = std::max(most, valid_configs(softmax(), s).size());
   }
   EXPECT_LE(most, 152u);
-  // A warp caches up to 32 x 32 = 1024 columns.
-  EXPECT_EQ(softmax().violation(config(0, 128, 32, 1, 1), shape(1, 1024)), "");
-  EXPECT_NE(softmax().violation(config(0, 128, 32, 1, 1), shape(1, 1026)), "");
 }
 
 TEST(Softmax, ViolationsSayWhy) {
-  const std::string odd = softmax().violation(config(1, 256, 8, 0, 0), shape(3, 127));
-  EXPECT_NE(odd.find("vec=0"), std::string::npos) << odd;
-  EXPECT_NE(odd.find("cols=127"), std::string::npos) << odd;
-  const std::string long_row = softmax().violation(config(1, 256, 16, 1, 1), shape(2, 393216));
-  EXPECT_NE(long_row.find("cached=1"), std::string::npos) << long_row;
-  EXPECT_NE(long_row.find("4096"), std::string::npos) << long_row;  // 256 x 16, what fits
-  EXPECT_NE(long_row.find("cols=393216"), std::string::npos) << long_row;
+  testing::expect_row_violations_say_why(softmax(), shape(2, 393216), shape(2, 393216), "fp32");
   const std::string warp = softmax().violation(config(0, 1024, 8, 1, 1), shape(2, 512));
   EXPECT_NE(warp.find("256"), std::string::npos) << "a warp holds 32 x 8, whatever the block: " << warp;
-  EXPECT_NE(softmax().violation(config(1, 256, 8, 0, 0), shape(1, std::int64_t{1} << 30)).find("2^30"),
-            std::string::npos);
-  try {
-    resolve_config(softmax(), shape(2, 393216), "fp32", {{"cached", 1}});
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::usage);
-    EXPECT_NE(e.message().find("cached=1"), std::string::npos) << e.message();
-  }
 }
 
 TEST(Softmax, SplitRowsRulesNamesGeometryAndWorkspace) {
   const auto& k = softmax();
   const auto& fp32 = dtype_info("fp32");
-  const auto& bf16 = dtype_info("bf16");
   const Shape long_rows = shape(4096, 393216);
-  EXPECT_EQ(k.violation(config(2, 1024, 32, 1, 1, 16), long_rows), "");
-  EXPECT_EQ(k.violation(config(2, 512, 32, 1, 1, 32), long_rows), "");
-  EXPECT_NE(k.violation(config(2, 512, 32, 1, 1, 16), long_rows).find("must fit"), std::string::npos);
-  EXPECT_NE(k.violation(config(2, 1024, 32, 1, 1, 32), long_rows).find("more than half"), std::string::npos);
-  // Streamed slices: few registers, slices small enough to be reread from L2, no idle threads.
-  EXPECT_EQ(k.violation(config(2, 256, 8, 1, 0, 32), long_rows), "");
-  EXPECT_EQ(k.violation(config(2, 1024, 8, 1, 0, 16), long_rows), "");
-  EXPECT_NE(k.violation(config(2, 256, 8, 1, 0, 8), long_rows).find("split >= 16"), std::string::npos);
-  EXPECT_NE(k.violation(config(2, 256, 16, 1, 0, 32), long_rows).find("elems <= 8"), std::string::npos);
-  EXPECT_NE(k.violation(config(2, 256, 8, 0, 0, 32), long_rows).find("vec=1"), std::string::npos);
-  EXPECT_NE(k.violation(config(2, 1024, 8, 1, 0, 32), shape(1, 131072)).find("idle"), std::string::npos);
-  EXPECT_NE(k.violation(config(2, 1024, 32, 1, 1, 1), long_rows).find("split must be above 1"), std::string::npos);
-  EXPECT_NE(k.violation(config(1, 1024, 32, 1, 0, 16), long_rows).find("strategy=2 only"), std::string::npos);
-  EXPECT_NE(k.violation(config(2, 128, 4, 1, 1, 4), shape(8, 2048)).find("16384"), std::string::npos);
-  // The access-width rule of every row kernel holds for slices too.
-  EXPECT_NE(k.violation(config(2, 128, 32, 0, 1, 32), shape(1, 131071)).find("vec=0"), std::string::npos);
+  expect_verdicts(k, {
+                         {config(2, 1024, 32, 1, 1, 16), long_rows, ""},
+                         {config(2, 512, 32, 1, 1, 32), long_rows, ""},
+                         {config(2, 512, 32, 1, 1, 16), long_rows, "must fit"},
+                         {config(2, 1024, 32, 1, 1, 32), long_rows, "more than half"},
+                         // Streamed slices: few registers, slices small enough to be reread from
+                         // L2, no idle threads.
+                         {config(2, 256, 8, 1, 0, 32), long_rows, ""},
+                         {config(2, 1024, 8, 1, 0, 16), long_rows, ""},
+                         {config(2, 256, 8, 1, 0, 8), long_rows, "split >= 16"},
+                         {config(2, 256, 16, 1, 0, 32), long_rows, "elems <= 8"},
+                         {config(2, 256, 8, 0, 0, 32), long_rows, "vec=1"},
+                         {config(2, 1024, 8, 1, 0, 32), shape(1, 131072), "idle"},
+                         {config(2, 1024, 32, 1, 1, 1), long_rows, "split must be above 1"},
+                         {config(1, 1024, 32, 1, 0, 16), long_rows, "strategy=2 only"},
+                         {config(2, 128, 4, 1, 1, 4), shape(8, 2048), "16384"},
+                         // The access-width rule of every row kernel holds for slices too.
+                         {config(2, 128, 32, 0, 1, 32), shape(1, 131071), "vec=0"},
+                     });
 
-  EXPECT_EQ(k.name_expression(config(2, 1024, 32, 1, 1, 16), long_rows, fp32),
-            "gmjit::softmax_split<float, 1024, 32, 16, 16, true>");
-  EXPECT_EQ(k.name_expression(config(2, 128, 32, 1, 1, 32), shape(1, 131072), bf16),
-            "gmjit::softmax_split<__nv_bfloat16, 128, 32, 16, 32, true>");
-  EXPECT_EQ(k.name_expression(config(2, 256, 8, 1, 0, 32), long_rows, fp32),
-            "gmjit::softmax_split<float, 256, 8, 16, 32, false>");
+  expect_names(k, {
+                      {config(2, 1024, 32, 1, 1, 16), long_rows, "fp32",
+                       "gmjit::softmax_split<float, 1024, 32, 16, 16, true>"},
+                      {config(2, 128, 32, 1, 1, 32), shape(1, 131072), "bf16",
+                       "gmjit::softmax_split<__nv_bfloat16, 128, 32, 16, 32, true>"},
+                      {config(2, 256, 8, 1, 0, 32), long_rows, "fp32", "gmjit::softmax_split<float, 256, 8, 16, 32, false>"},
+                  });
   const auto g = k.geometry(config(2, 1024, 32, 1, 1, 16), long_rows, fp32);
   EXPECT_EQ(g.grid[0], 4096u * 16);
   EXPECT_EQ(g.block[0], 1024u);
@@ -163,56 +135,23 @@ TEST(Softmax, SplitRowsRulesNamesGeometryAndWorkspace) {
 
 TEST(Softmax, NameExpressionsPickTheWidestAlignedAccess) {
   const auto& k = softmax();
-  const auto& fp32 = dtype_info("fp32");
-  const auto& bf16 = dtype_info("bf16");
-  EXPECT_EQ(k.name_expression(config(0, 256, 8, 1, 1), shape(32768, 128), fp32),
-            "gmjit::softmax<float, 32, 256, 8, 16, true>");
-  EXPECT_EQ(k.name_expression(config(1, 512, 16, 1, 0), shape(8192, 8192), bf16),
-            "gmjit::softmax<__nv_bfloat16, 512, 512, 16, 16, false>");
-  // Four bf16 elements per thread are 8 bytes: the access never outgrows a thread's slice.
-  EXPECT_EQ(k.name_expression(config(0, 128, 4, 1, 1), shape(8, 64), bf16),
-            "gmjit::softmax<__nv_bfloat16, 32, 128, 4, 8, true>");
-  // 1002 bf16 are 2004 bytes (4-byte rows), as fp32 8016 bytes (16).
-  EXPECT_EQ(k.name_expression(config(1, 256, 8, 1, 0), shape(127, 1002), bf16),
-            "gmjit::softmax<__nv_bfloat16, 256, 256, 8, 4, false>");
-  EXPECT_EQ(k.name_expression(config(1, 256, 8, 1, 0), shape(127, 1002), fp32),
-            "gmjit::softmax<float, 256, 256, 8, 8, false>");
-  EXPECT_EQ(k.name_expression(config(1, 256, 8, 1, 0), shape(127, 1000), fp32),
-            "gmjit::softmax<float, 256, 256, 8, 16, false>");
-  // vec=0 is one element per access, and so is vec=1 for an odd cols.
-  EXPECT_EQ(k.name_expression(config(1, 1024, 32, 0, 1), shape(3, 128), bf16),
-            "gmjit::softmax<__nv_bfloat16, 1024, 1024, 32, 2, true>");
-  EXPECT_EQ(k.name_expression(config(1, 1024, 32, 0, 1), shape(3, 128), fp32),
-            "gmjit::softmax<float, 1024, 1024, 32, 4, true>");
-  EXPECT_EQ(k.name_expression(config(1, 1024, 32, 1, 1), shape(3, 127), bf16),
-            "gmjit::softmax<__nv_bfloat16, 1024, 1024, 32, 2, true>");
-  EXPECT_EQ(k.name_expression(config(1, 1024, 32, 1, 1), shape(3, 127), fp32),
-            "gmjit::softmax<float, 1024, 1024, 32, 4, true>");
-  const auto generated = codegen::specialize(k, shape(3, 127), "bf16", k.default_config);
-  EXPECT_NE(generated.source.find("#include \"gmjit/softmax.cuh\""), std::string::npos);
-  EXPECT_EQ(codegen::specialize_reference(k, shape(3, 127), "bf16").name_expression,
-            "gmjit::reference::softmax<__nv_bfloat16>");
+  testing::expect_row_access_names(k);
+  expect_names(k, {
+                      {config(0, 256, 8, 1, 1), shape(32768, 128), "fp32", "gmjit::softmax<float, 32, 256, 8, 16, true>"},
+                      {config(1, 512, 16, 1, 0), shape(8192, 8192), "bf16",
+                       "gmjit::softmax<__nv_bfloat16, 512, 512, 16, 16, false>"},
+                      {config(1, 256, 8, 1, 0), shape(127, 1000), "fp32", "gmjit::softmax<float, 256, 256, 8, 16, false>"},
+                      {config(1, 1024, 32, 0, 1), shape(3, 128), "fp32", "gmjit::softmax<float, 1024, 1024, 32, 4, true>"},
+                  });
 }
 
 TEST(Softmax, GeometryAtEdgeSizes) {
   const auto& k = softmax();
   const auto& fp32 = dtype_info("fp32");
-  // A warp per row: block / 32 rows per block.
-  auto g = k.geometry(config(0, 256, 8, 0, 1), shape(1, 1), fp32);
-  EXPECT_EQ(g.grid[0], 1u);
-  EXPECT_EQ(g.block[0], 256u);
+  testing::expect_row_geometry_at_edge_sizes(k, "fp32");
   EXPECT_EQ(k.geometry(config(0, 256, 8, 0, 1), shape(32768, 128), fp32).grid[0], 4096u);
-  EXPECT_EQ(k.geometry(config(0, 1024, 8, 0, 1), shape(33, 128), fp32).grid[0], 2u);
-  // A block per row.
-  g = k.geometry(config(1, 1024, 32, 1, 0), shape(2, 393216), fp32);
-  EXPECT_EQ(g.grid[0], 2u);
-  EXPECT_EQ(g.block[0], 1024u);
-  EXPECT_EQ(g.dynamic_shared_bytes, 0u);
+  testing::expect_block_per_row(k, config(1, 1024, 32, 1, 0), shape(2, 393216), "fp32");
   EXPECT_EQ(k.geometry(config(1, 128, 8, 1, 0), shape(8192, 8192), fp32).grid[0], 8192u);
-  // The kernel strides over rows, so the grid is capped rather than the shape refused.
-  EXPECT_EQ(k.geometry(config(1, 128, 8, 0, 0), shape(std::int64_t{1} << 32, 1), fp32).grid[0], 2147483647u);
-  EXPECT_EQ(k.reference_geometry(shape(100000, 3)).grid[0], 65535u);
-  EXPECT_EQ(k.reference_geometry(shape(3, 100000)).block[0], 256u);
 }
 
 TEST(Softmax, TensorsScalarsWorkAndTolerance) {
@@ -229,12 +168,8 @@ TEST(Softmax, TensorsScalarsWorkAndTolerance) {
   detail::KernelArgs args;
   k.add_scalars(args, shape(3, 393216));
   ASSERT_EQ(args.size(), 2u);
-  long long rows = 0;
-  int cols = 0;
-  std::memcpy(&rows, args.pointers()[0], sizeof rows);
-  std::memcpy(&cols, args.pointers()[1], sizeof cols);
-  EXPECT_EQ(rows, 3);
-  EXPECT_EQ(cols, 393216);
+  EXPECT_EQ(scalar_at<long long>(args, 0), 3);
+  EXPECT_EQ(scalar_at<int>(args, 1), 393216);
 
   const auto& fp32 = dtype_info("fp32");
   const auto& bf16 = dtype_info("bf16");

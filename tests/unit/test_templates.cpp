@@ -5,9 +5,12 @@
 #include "codegen/compiler.hpp"
 #include "gmjit/error.hpp"
 #include "templates/registry.hpp"
+#include "unit/templates_test_support.hpp"
 
 namespace gmjit::templates {
 namespace {
+
+using testing::usage_message;
 
 TEST(Catalog, EveryTemplateIsEmbeddedAndDescribed) {
   ASSERT_GE(catalog().size(), 2u);
@@ -45,17 +48,6 @@ TEST(Catalog, DefaultConfigsAreValidForOddShapes) {
   EXPECT_NO_THROW(resolve_config(find_kernel("vector_add"), {{"n", 1}}, "fp16", {}));
   EXPECT_NO_THROW(resolve_config(find_kernel("sgemm"), {{"m", 1}, {"n", 1}, {"k", 1}}, "fp32", {}));
   EXPECT_NO_THROW(resolve_config(find_kernel("sgemm"), {{"m", 127}, {"n", 1000}, {"k", 3000}}, "fp32", {}));
-}
-
-std::string usage_message(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::usage);
-    return e.message();
-  }
-  ADD_FAILURE() << "no usage error";
-  return {};
 }
 
 TEST(Catalog, BadRequestsNameTheOffendingToken) {
