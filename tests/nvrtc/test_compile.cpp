@@ -3,21 +3,19 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include <atomic>
 #include <cstring>
-#include <mutex>
-#include <thread>
 
 #include "cli_runner.hpp"
 #include "codegen/compiler.hpp"
 #include "codegen/cubin.hpp"
 #include "gmjit/error.hpp"
+#include "nvrtc/compile_support.hpp"
 #include "templates/registry.hpp"
 
 namespace gmjit {
 namespace {
 
-constexpr const char* kArch = "sm_90a";
+using testing::kArch;
 
 struct Case {
   std::string kernel;
@@ -37,55 +35,34 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
 
 class EveryValidConfig : public ::testing::TestWithParam<Case> {};
 
-// Compiles every valid configuration (NVRTC is thread-safe; all cores) and checks each output.
 TEST_P(EveryValidConfig, CompilesToPtxAndCubinForSm90a) {
   const Case& c = GetParam();
   const auto& kernel = templates::find_kernel(c.kernel);
-  const auto configs = templates::valid_configs(kernel, c.shape);
-  ASSERT_FALSE(configs.empty());
-  codegen::Compiler compiler;
-  std::atomic<std::size_t> next{0};
-  std::mutex failures_mutex;
-  std::vector<std::string> failures;
-  auto work = [&] {
-    for (std::size_t i = next++; i < configs.size(); i = next++) {
-      const auto source = codegen::specialize(kernel, c.shape, c.dtype, configs[i]);
-      std::string problem;
-      try {
-        const auto module = compiler.compile(source, kArch).module;
-        if (module->cubin.size() < 4 || std::memcmp(module->cubin.data(), "\x7f" "ELF", 4) != 0) {
-          problem = "cubin is not an ELF image";
-        } else if (module->ptx.find(".target sm_90a") == std::string::npos) {
-          problem = "PTX does not target sm_90a";
-        } else if (module->ptx.find(module->lowered_name) == std::string::npos) {
-          problem = "lowered name " + module->lowered_name + " missing from PTX";
-        } else if (module->resources.registers <= 0) {
-          problem = "no resource report";
-        } else if (module->resources.spills_known) {
-          // Where ptxas printed its report, the cubin's own attributes must say the same.
-          const ResourceUsage cubin = codegen::read_cubin_resources(module->cubin, module->lowered_name);
-          if (cubin.registers != module->resources.registers || cubin.stack_bytes != module->resources.stack_bytes ||
-              cubin.shared_bytes != module->resources.shared_bytes) {
-            problem = fmt::format("cubin says {} registers, {} B stack, {} B smem; ptxas says {}, {}, {}",
-                                  cubin.registers, cubin.stack_bytes, cubin.shared_bytes, module->resources.registers,
-                                  module->resources.stack_bytes, module->resources.shared_bytes);
-          }
-        }
-      } catch (const Error& e) {
-        problem = std::string(e.what()) + "\n" + e.log();
-      }
-      if (!problem.empty()) {
-        std::lock_guard<std::mutex> lock(failures_mutex);
-        failures.push_back(source.name_expression + ": " + problem);
-      }
+  const auto items = testing::every_valid_config(kernel, {c.dtype}, {c.shape});
+  ASSERT_FALSE(items.empty());
+  const auto check = [](const testing::CompileItem&, const codegen::CompiledModule& module) -> std::string {
+    if (module.cubin.size() < 4 || std::memcmp(module.cubin.data(), "\x7f" "ELF", 4) != 0) {
+      return "cubin is not an ELF image";
     }
+    if (module.ptx.find(".target sm_90a") == std::string::npos) return "PTX does not target sm_90a";
+    if (module.ptx.find(module.lowered_name) == std::string::npos) {
+      return "lowered name " + module.lowered_name + " missing from PTX";
+    }
+    if (module.resources.registers <= 0) return "no resource report";
+    if (!module.resources.spills_known) return {};
+    // Where ptxas printed its report, the cubin's own attributes must say the same.
+    const ResourceUsage cubin = codegen::read_cubin_resources(module.cubin, module.lowered_name);
+    if (cubin.registers != module.resources.registers || cubin.stack_bytes != module.resources.stack_bytes ||
+        cubin.shared_bytes != module.resources.shared_bytes) {
+      return fmt::format("cubin says {} registers, {} B stack, {} B smem; ptxas says {}, {}, {}", cubin.registers,
+                         cubin.stack_bytes, cubin.shared_bytes, module.resources.registers,
+                         module.resources.stack_bytes, module.resources.shared_bytes);
+    }
+    return {};
   };
-  std::vector<std::thread> threads;
-  for (unsigned t = 0; t < std::max(2u, std::thread::hardware_concurrency()); ++t) threads.emplace_back(work);
-  for (auto& t : threads) t.join();
-  EXPECT_TRUE(failures.empty()) << failures.size() << " of " << configs.size() << " failed, first: " << failures[0];
-  EXPECT_EQ(compiler.module_count(), configs.size());
-  std::printf("[ compiled ] %zu configurations of %s %s\n", configs.size(), c.kernel.c_str(), c.dtype.c_str());
+  codegen::Compiler compiler;
+  testing::compile_each(compiler, kernel, items, check);
+  EXPECT_EQ(compiler.module_count(), items.size());
 }
 
 INSTANTIATE_TEST_SUITE_P(
