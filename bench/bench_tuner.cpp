@@ -57,7 +57,7 @@ struct Common {
     app.add_option("--json-out", json_out, "write the summary as JSON to this file");
   }
 
-  TuneOptions options(Strategy strategy, std::size_t max_evaluations) const {
+  TuneOptions options(const std::string& strategy, std::size_t max_evaluations) const {
     TuneOptions o;
     o.device = device;
     o.seed = seed;
@@ -115,16 +115,36 @@ std::string device_name(const Common& common) {
   return devices[common.device].name;
 }
 
-void print_header(const char* benchmark, const std::string& device, const json& options) {
-  std::printf("bench_tuner %s on %s\noptions: %s\n\n", benchmark, device.c_str(), options.dump().c_str());
-  std::fflush(stdout);
-}
-
 void write_json(const std::string& path, const json& summary) {
   if (path.empty()) return;
   std::ofstream out(path);
   out << summary.dump(2) << "\n";
   if (!out) throw Error(ErrorKind::usage, 0, "cannot write " + path);
+}
+
+// One benchmark's run: what it printed as it began, and the head of the JSON summary it ends with.
+struct Benchmark {
+  std::string name;
+  std::string device;
+  json options;  // the common ones and the benchmark's own
+
+  // `results` under that head, to `path` (empty: nowhere).
+  void write_summary(const std::string& path, json results) const {
+    results.update({{"benchmark", name}, {"device", device}, {"options", options}});
+    write_json(path, results);
+  }
+};
+
+// Prints what a benchmark runs with before any run, and checks the strategy, so a typo fails at
+// once rather than after the first shapes.
+Benchmark begin_benchmark(const char* name, const Common& common, const std::string& strategy, const json& own) {
+  strategy_summary(strategy);
+  Benchmark run{name, device_name(common), common.to_json()};
+  run.options["strategy"] = strategy;
+  run.options.update(own);
+  std::printf("bench_tuner %s on %s\noptions: %s\n\n", name, run.device.c_str(), run.options.dump().c_str());
+  std::fflush(stdout);
+  return run;
 }
 
 const TrialReport* winner_of(const TuneReport& report) {
@@ -176,7 +196,7 @@ void print_curve(const std::string& shape, const TuneReport& report) {
   for (std::size_t i = 0; i < report.curve.size(); ++i) {
     const auto& p = report.curve[i];
     if (p.best_ms < last || i + 1 == report.curve.size()) {
-      std::printf("curve,%s,%s,%zu,%.3f,%.5f\n", shape.c_str(), to_string(report.strategy), p.evaluations, p.seconds,
+      std::printf("curve,%s,%s,%zu,%.3f,%.5f\n", shape.c_str(), report.strategy.c_str(), p.evaluations, p.seconds,
                   p.best_ms);
     }
     last = std::min(last, p.best_ms);
@@ -212,7 +232,7 @@ struct WallArgs {
 // One tuning in this (fresh) process.
 int wall_phase(const Common& common, const WallArgs& args) {
   const Shape shape = parse_shape(common.kernel, args.shapes.at(0));
-  TuneOptions options = common.options(parse_strategy(args.strategy), args.max_evaluations);
+  TuneOptions options = common.options(args.strategy, args.max_evaluations);
   options.db_path = args.db;
   const auto began = Clock::now();
   const TuneReport report = tune(Problem{common.kernel, common.dtype, shape, "bench_tuner wall"}, options);
@@ -244,12 +264,8 @@ int wall_phase(const Common& common, const WallArgs& args) {
 }
 
 int wall(const Common& common, const WallArgs& args) {
-  const std::string device = device_name(common);
-  json options = common.to_json();
-  options["strategy"] = args.strategy;
-  options["max_evaluations"] = args.max_evaluations;
-  options["shapes"] = args.shapes;
-  print_header("wall", device, options);
+  const Benchmark run = begin_benchmark("wall", common, args.strategy,
+                                        {{"max_evaluations", args.max_evaluations}, {"shapes", args.shapes}});
   for (const auto& text : args.shapes) parse_shape(common.kernel, text);  // a usage error before any run
   char dir_template[] = "/tmp/gmjit-bench-tuner-XXXXXX";
   if (!mkdtemp(dir_template)) throw Error(ErrorKind::usage, errno, "cannot create a directory in /tmp");
@@ -291,7 +307,7 @@ int wall(const Common& common, const WallArgs& args) {
   }
   std::printf("\nwall s: from the call to tune() to its return, in a fresh process (worker start, device setup, "
               "compiles, verification and timing included).\n");
-  write_json(common.json_out, {{"benchmark", "wall"}, {"device", device}, {"options", options}, {"rows", rows}});
+  run.write_summary(common.json_out, {{"rows", rows}});
   return status;
 }
 
@@ -308,15 +324,11 @@ struct EfficiencyArgs {
 };
 
 int efficiency(const Common& common, const EfficiencyArgs& args) {
-  const std::string device = device_name(common);
-  const Strategy guided = parse_strategy(args.strategy);
-  json options = common.to_json();
-  options.update({{"shapes", args.shapes},
-                  {"strategy", args.strategy},
-                  {"fraction", args.fraction},
-                  {"within_percent", args.within_percent},
-                  {"time_limit_s", args.time_limit}});
-  print_header("efficiency", device, options);
+  const Benchmark run = begin_benchmark("efficiency", common, args.strategy,
+                                        {{"shapes", args.shapes},
+                                         {"fraction", args.fraction},
+                                         {"within_percent", args.within_percent},
+                                         {"time_limit_s", args.time_limit}});
   const auto began = Clock::now();
   double last_shape_s = 0;
   int status = 0;
@@ -336,9 +348,9 @@ int efficiency(const Common& common, const EfficiencyArgs& args) {
     TuneReport full, guided_report;
     std::size_t budget = 0;
     try {
-      full = tune(problem, common.options(Strategy::exhaustive, 0));
+      full = tune(problem, common.options("exhaustive", 0));
       budget = std::max<std::size_t>(1, static_cast<std::size_t>(std::floor(args.fraction * full.valid_candidates)));
-      if (full.winner) guided_report = tune(problem, common.options(guided, budget));
+      if (full.winner) guided_report = tune(problem, common.options(args.strategy, budget));
     } catch (const Error& e) {
       std::printf("%s: %s\n", label.c_str(), e.what());
       status = 1;
@@ -434,16 +446,13 @@ int efficiency(const Common& common, const EfficiencyArgs& args) {
     for (const auto& name : skipped) names += " " + name;
     std::printf("skipped (time limit):%s\n", names.c_str());
   }
-  write_json(common.json_out, {{"benchmark", "efficiency"},
-                               {"device", device},
-                               {"options", options},
-                               {"rows", rows},
-                               {"skipped", skipped},
-                               {"median_gap_percent", finite_or_null(median_gap)},
-                               {"median_pick_gap_percent", finite_or_null(median(pick_gaps))},
-                               {"median_fraction_to_within", finite_or_null(median_reach)},
-                               {"median_fraction_used", finite_or_null(median(used_fractions))},
-                               {"target_met", met}});
+  run.write_summary(common.json_out, {{"rows", rows},
+                                      {"skipped", skipped},
+                                      {"median_gap_percent", finite_or_null(median_gap)},
+                                      {"median_pick_gap_percent", finite_or_null(median(pick_gaps))},
+                                      {"median_fraction_to_within", finite_or_null(median_reach)},
+                                      {"median_fraction_used", finite_or_null(median(used_fractions))},
+                                      {"target_met", met}});
   return status;
 }
 
@@ -459,17 +468,13 @@ struct StabilityArgs {
 };
 
 int stability(const Common& common, const StabilityArgs& args) {
-  const std::string device = device_name(common);
-  const Strategy strategy = parse_strategy(args.strategy);
   const Shape shape = parse_shape(common.kernel, args.shape);
-  json options = common.to_json();
-  options.update({{"shape", shape_label(common.kernel, shape)},
-                  {"strategy", args.strategy},
-                  {"max_evaluations", args.max_evaluations},
-                  {"repeats", args.repeats},
-                  {"within_percent", args.within_percent},
-                  {"time_limit_s", args.time_limit}});
-  print_header("stability", device, options);
+  const Benchmark run = begin_benchmark("stability", common, args.strategy,
+                                        {{"shape", shape_label(common.kernel, shape)},
+                                         {"max_evaluations", args.max_evaluations},
+                                         {"repeats", args.repeats},
+                                         {"within_percent", args.within_percent},
+                                         {"time_limit_s", args.time_limit}});
   const Problem problem{common.kernel, common.dtype, shape, "bench_tuner stability"};
   std::vector<TuneReport> reports;
   int failed = 0;
@@ -479,7 +484,7 @@ int stability(const Common& common, const StabilityArgs& args) {
     if (args.time_limit > 0 && seconds_since(began) + last_s > args.time_limit) break;
     const auto run_began = Clock::now();
     try {
-      reports.push_back(tune(problem, common.options(strategy, args.max_evaluations)));
+      reports.push_back(tune(problem, common.options(args.strategy, args.max_evaluations)));
     } catch (const Error& e) {
       // A failed run counts against stability: it picked nothing.
       std::printf("run %d: %s\n", r + 1, e.what());
@@ -546,17 +551,14 @@ int stability(const Common& common, const StabilityArgs& args) {
               stable >= target ? "met" : (static_cast<int>(reports.size()) < args.repeats ? "not met (runs cut by the time limit)" : "not met"));
   json winners = json::array();
   for (const auto& [config, count] : picks) winners.push_back({{"config", format_assignments(config)}, {"count", count}});
-  write_json(common.json_out, {{"benchmark", "stability"},
-                               {"device", device},
-                               {"options", options},
-                               {"runs", runs},
-                               {"winners", winners},
-                               {"modal_winner", format_assignments(modal)},
-                               {"modal_count", modal_count},
-                               {"stable", stable},
-                               {"completed", reports.size()},
-                               {"target", target},
-                               {"target_met", stable >= target}});
+  run.write_summary(common.json_out, {{"runs", runs},
+                                      {"winners", winners},
+                                      {"modal_winner", format_assignments(modal)},
+                                      {"modal_count", modal_count},
+                                      {"stable", stable},
+                                      {"completed", reports.size()},
+                                      {"target", target},
+                                      {"target_met", stable >= target}});
   return failed > 0 || picks.empty() ? 1 : 0;
 }
 

@@ -24,26 +24,22 @@
 #include "templates/registry.hpp"
 #include "cache/binaries.hpp"
 #include "cache/keys.hpp"
+#include "tuner/names.hpp"
 
 namespace gmjit {
 
-const char* to_string(MissPolicy policy) {
-  switch (policy) {
-    case MissPolicy::tune: return "tune";
-    case MissPolicy::nearest: return "nearest";
-    case MissPolicy::default_config: return "default_config";
-    case MissPolicy::fail: return "fail";
-  }
-  return "unknown";
-}
+namespace {
 
-MissPolicy parse_miss_policy(const std::string& name) {
-  for (const auto policy : {MissPolicy::tune, MissPolicy::nearest, MissPolicy::default_config, MissPolicy::fail}) {
-    if (name == to_string(policy)) return policy;
-  }
-  throw Error(ErrorKind::usage, 0,
-              fmt::format("unknown miss policy '{}' (policies: tune, nearest, default_config, fail)", name));
-}
+constexpr tuner::EnumNames<MissPolicy, 4> kMissPolicies{
+    "miss policy", "policies",
+    {{MissPolicy::tune, "tune"}, {MissPolicy::nearest, "nearest"}, {MissPolicy::default_config, "default_config"},
+     {MissPolicy::fail, "fail"}}};
+
+}  // namespace
+
+const char* to_string(MissPolicy policy) { return kMissPolicies.name(policy); }
+
+MissPolicy parse_miss_policy(const std::string& name) { return kMissPolicies.parse(name); }
 
 const char* to_string(ConfigSource source) {
   switch (source) {

@@ -21,7 +21,7 @@ inline void check_broken_template_isolation(bool simulated) {
   const std::string name = register_kernel_file(root + "/tests/data/broken/broken.json");
   TuneOptions options;
   options.simulated_device = simulated;
-  options.strategy = Strategy::exhaustive;
+  options.strategy = "exhaustive";
   options.watchdog_seconds = 4;
   options.max_seconds_per_candidate = 0.05;
   const TuneReport report = tune({name, "fp32", {{"n", 1000003}}, "isolation test"}, options);

@@ -211,7 +211,10 @@ gmjit::TuneOptions tune_options(const SearchOptions& search) {
   gmjit::TuneOptions options;
   options.device = search.device;
   options.seed = search.seed;
-  if (!search.strategy.empty()) options.strategy = gmjit::parse_strategy(search.strategy);
+  if (!search.strategy.empty()) {
+    gmjit::strategy_summary(search.strategy);  // throws for a name that is not registered
+    options.strategy = search.strategy;
+  }
   if (!search.budget.empty()) {
     const auto budget = gmtune::parse_budget(search.budget);
     options.max_evaluations = budget.evaluations;
@@ -364,6 +367,7 @@ struct SweepRequest {
   bool dry_run = false;
   bool retune = false;
   bool json = false;
+  std::string deadline;
 };
 
 int run_sweep(const SweepRequest& request, const SearchOptions& search) {
@@ -377,6 +381,8 @@ int run_sweep(const SweepRequest& request, const SearchOptions& search) {
   const std::optional<gmjit::ShardSpec> shard =
       request.shard.empty() ? std::nullopt : std::optional<gmjit::ShardSpec>(gmjit::parse_shard(request.shard));
   gmjit::TuneOptions tune = tune_options(search);
+  const std::optional<double> deadline =
+      request.deadline.empty() ? std::nullopt : std::optional<double>(gmtune::parse_duration(request.deadline));
   std::vector<int> devices{search.device};
   if (!request.devices.empty() && request.devices != "all") devices = gmjit::parse_devices(request.devices);
 
@@ -404,10 +410,7 @@ int run_sweep(const SweepRequest& request, const SearchOptions& search) {
       for (const auto& p : pending) out.push_back(gmtune::problem_json(p));
       std::cout << out.dump(2) << "\n";
     } else {
-      for (const auto& p : pending) {
-        std::printf("%s %s %s%s%s\n", p.kernel.c_str(), p.dtype.c_str(), gmjit::format_assignments(p.shape).c_str(),
-                    p.label.empty() ? "" : " ", p.label.c_str());
-      }
+      for (const auto& p : pending) std::printf("%s\n", gmtune::problem_line(p).c_str());
     }
     std::fprintf(stderr, "gmtune: %s; %zu to tune, %zu already have a winner\n", scope.c_str(), pending.size(),
                  problems.size() - pending.size());
@@ -421,6 +424,7 @@ int run_sweep(const SweepRequest& request, const SearchOptions& search) {
   options.per_device = request.per_device;
   options.devices = request.devices == "all" ? gmjit::parse_devices("all") : devices;
   options.tune = tune;
+  options.deadline_seconds = deadline;
   options.tune.db_path = search.db.empty() ? gmjit::default_cache_path() : search.db;
   SweepProgress progress(options.devices);
   options.on_event = [&](const gmjit::SweepEvent& e) { progress.on_event(e); };
@@ -432,7 +436,10 @@ int run_sweep(const SweepRequest& request, const SearchOptions& search) {
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
   const double minutes = summary.wall_seconds / 60;
+  const std::size_t left = summary.not_started.size();
   if (request.json) {
+    nlohmann::json not_started = nlohmann::json::array();
+    for (const auto& p : summary.not_started) not_started.push_back(gmtune::problem_json(p));
     nlohmann::json devices = nlohmann::json::array();
     for (const auto& d : summary.devices) {
       devices.push_back({{"device", d.device}, {"name", d.name}, {"device_key", d.device_key}, {"tuned", d.tuned},
@@ -440,7 +447,8 @@ int run_sweep(const SweepRequest& request, const SearchOptions& search) {
     }
     std::cout << nlohmann::json{{"problems", problems.size()}, {"tuned", summary.tuned}, {"skipped", summary.skipped},
                                 {"failed", summary.failed}, {"db_path", summary.db_path}, {"devices", devices},
-                                {"interrupted", summary.interrupted}, {"wall_seconds", summary.wall_seconds},
+                                {"interrupted", summary.interrupted}, {"deadline_reached", left > 0},
+                                {"not_started", not_started}, {"wall_seconds", summary.wall_seconds},
                                 {"problems_per_minute", minutes > 0 ? summary.tuned / minutes : 0.0}}
                      .dump(2)
               << "\n";
@@ -450,13 +458,22 @@ int run_sweep(const SweepRequest& request, const SearchOptions& search) {
       for (const auto& d : summary.devices) on += fmt::format("{}{} on gpu{}", on.empty() ? "" : ", ", d.tuned, d.device);
       on = fmt::format(" on {} devices ({})", summary.devices.size(), on);
     }
-    std::printf("sweep (%s)%s: %zu tuned, %zu already cached, %zu without a verified configuration -> %s\n",
-                scope.c_str(), on.c_str(), summary.tuned, summary.skipped, summary.failed, summary.db_path.c_str());
+    std::printf("sweep (%s)%s: %zu tuned, %zu already cached, %zu without a verified configuration%s -> %s\n",
+                scope.c_str(), on.c_str(), summary.tuned, summary.skipped, summary.failed,
+                left > 0 ? fmt::format(", {} not started (deadline)", left).c_str() : "", summary.db_path.c_str());
+    for (const auto& p : summary.not_started) std::printf("not started: %s\n", gmtune::problem_line(p).c_str());
   }
   if (summary.interrupted) {
     std::fprintf(stderr,
                  "gmtune: sweep interrupted; every finished trial is in %s: run the same command again to resume\n",
                  summary.db_path.c_str());
+    return kFailure;
+  }
+  if (left > 0) {
+    std::fprintf(stderr,
+                 "gmtune: sweep deadline %s passed with %zu problem%s not started; every finished trial is in %s: "
+                 "run the same command again to tune the rest\n",
+                 gmtune::format_duration(*deadline).c_str(), left, left == 1 ? "" : "s", summary.db_path.c_str());
     return kFailure;
   }
   return summary.failed == 0 ? 0 : kFailure;
@@ -563,7 +580,8 @@ int main(int argc, char** argv) {
   compile->add_option("--out", out_dir, "write .cu .ptx .cubin .sass .log (NVRTC + ptxas) and resources.json here");
 
   SearchOptions search;
-  const std::string strategy_help = "exhaustive, random, model (default) or transfer";
+  std::string strategy_help = "search strategy (default: " + gmjit::TuneOptions{}.strategy + "):";
+  for (const auto& name : gmjit::strategy_names()) strategy_help += "\n  " + name + ": " + gmjit::strategy_summary(name);
   const std::string budget_help = "stop after N evaluated candidates (e.g. 40) or after a time (e.g. 30s)";
   const std::string db_help = "cache file (default: $GMJIT_CACHE, $XDG_CACHE_HOME/gmjit/gmjit.db, ~/.cache/gmjit/gmjit.db)";
   auto* tune = app.add_subcommand("tune", "tune one problem on the GPU and print every candidate");
@@ -606,6 +624,9 @@ int main(int argc, char** argv) {
                   "tune every problem on every listed GPU (by default GPUs with the same fingerprint are "
                   "interchangeable and each problem is tuned on one of them)");
   sweep->add_flag("--retune", sweep_request.retune, "tune problems that already have a winner");
+  sweep->add_option("--deadline", sweep_request.deadline,
+                    "a time for the whole sweep (e.g. 2h, 1h30m, 45s): once it has passed no problem starts; "
+                    "those left are listed, and the exit status is 1, as for an interrupted sweep");
 
   std::string device_filter, file, into, max_size;
   bool csv = false, with_binaries = false, trust_binaries = false;

@@ -9,8 +9,10 @@
 #include <charconv>
 #include <cmath>
 #include <cstddef>
+#include <iterator>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "gmjit/error.hpp"
 #include "gmjit/tune.hpp"
@@ -25,29 +27,59 @@ struct Budget {
   double seconds = 0;
 };
 
+inline bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+/// A plain decimal ("30", "1.5"), or nullopt: strtod alone would also take "inf", "1e3" or " 5".
+inline std::optional<double> parse_decimal(const std::string& number) {
+  const auto points = std::count(number.begin(), number.end(), '.');
+  if (number.empty() || points > 1 || number == "." ||
+      !std::all_of(number.begin(), number.end(), [](char c) { return is_digit(c) || c == '.'; })) {
+    return std::nullopt;
+  }
+  return std::stod(number);
+}
+
 inline Budget parse_budget(const std::string& text) {
   const auto bad = [&] {
     return gmjit::Error(gmjit::ErrorKind::usage, 0,
                         fmt::format("--budget '{}': give a number of candidates (e.g. 40) or seconds (e.g. 30s)", text));
   };
-  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
   Budget budget;
   if (!text.empty() && text.back() == 's') {
-    const std::string number = text.substr(0, text.size() - 1);
-    // Digits and at most one point: strtod alone would also take "inf", "1e3" or " 5".
-    const auto points = std::count(number.begin(), number.end(), '.');
-    if (number.empty() || points > 1 || number == "." ||
-        !std::all_of(number.begin(), number.end(), [&](char c) { return digit(c) || c == '.'; })) {
-      throw bad();
-    }
-    budget.seconds = std::stod(number);
-    if (!(budget.seconds > 0)) throw bad();
+    const auto seconds = parse_decimal(text.substr(0, text.size() - 1));
+    if (!seconds || !(*seconds > 0)) throw bad();
+    budget.seconds = *seconds;
     return budget;
   }
-  if (text.empty() || !std::all_of(text.begin(), text.end(), digit)) throw bad();
+  if (text.empty() || !std::all_of(text.begin(), text.end(), is_digit)) throw bad();
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), budget.evaluations);
   if (error != std::errc() || end != text.data() + text.size() || budget.evaluations == 0) throw bad();
   return budget;
+}
+
+/// --deadline: hours, minutes and seconds, each a plain decimal with its unit, in that order and
+/// each at most once ("2h", "1h30m", "90m", "45s", "1.5h"), in seconds. "0s" is a deadline
+/// already spent: the sweep starts nothing and lists every problem it would have tuned.
+inline double parse_duration(const std::string& text) {
+  const auto bad = [&] {
+    return gmjit::Error(gmjit::ErrorKind::usage, 0,
+                        fmt::format("--deadline '{}': give a time such as 2h, 1h30m, 90m or 45s", text));
+  };
+  constexpr std::pair<char, double> kUnits[] = {{'h', 3600}, {'m', 60}, {'s', 1}};
+  double seconds = 0;
+  std::size_t at = 0;
+  std::size_t next_unit = 0;
+  while (at < text.size()) {
+    const std::size_t end = text.find_first_not_of("0123456789.", at);
+    if (end == std::string::npos) throw bad();
+    const auto value = parse_decimal(text.substr(at, end - at));
+    while (next_unit < std::size(kUnits) && kUnits[next_unit].first != text[end]) ++next_unit;
+    if (!value || next_unit == std::size(kUnits)) throw bad();
+    seconds += *value * kUnits[next_unit++].second;
+    at = end + 1;
+  }
+  if (text.empty()) throw bad();
+  return seconds;
 }
 
 /// "45s", "3m05s", "2h03m".
@@ -142,6 +174,12 @@ inline std::string format_sweep_line(std::size_t finished, std::size_t total, st
              width);
 }
 
+/// "kernel dtype shape label": one line of a problem list (gmtune sweep --dry-run, and the
+/// problems a deadline left).
+inline std::string problem_line(const gmjit::Problem& problem) {
+  return describe(problem) + (problem.label.empty() ? "" : " " + problem.label);
+}
+
 inline nlohmann::json problem_json(const gmjit::Problem& problem) {
   return {{"kernel", problem.kernel}, {"dtype", problem.dtype}, {"shape", problem.shape}, {"label", problem.label}};
 }
@@ -184,7 +222,7 @@ inline nlohmann::json report_json(const gmjit::TuneReport& report) {
   nlohmann::json out = problem_json(report.problem);
   out.update({{"device", report.device_name},
               {"device_key", report.device_key},
-              {"strategy", gmjit::to_string(report.strategy)},
+              {"strategy", report.strategy},
               {"winner", optional_index(report.winner)},
               {"runner_up", optional_index(report.runner_up)},
               {"valid_candidates", report.valid_candidates},
@@ -257,7 +295,7 @@ inline std::string format_report(const gmjit::TuneReport& report) {
     out += "no configuration verified\n";
   }
   out += fmt::format("{} evaluated of {} valid candidates (strategy {}), {} worker restart{}, {:.1f} s\n",
-                     report.evaluations, report.valid_candidates, gmjit::to_string(report.strategy),
+                     report.evaluations, report.valid_candidates, report.strategy,
                      report.worker_restarts, report.worker_restarts == 1 ? "" : "s", report.wall_seconds);
   return out;
 }

@@ -21,6 +21,21 @@
 #include "templates/registry.hpp"
 #include "cache/keys.hpp"
 #include "tuner/presets.hpp"
+#include "tuner/problems.hpp"
+
+namespace gmjit::tuner {
+
+void check_problem(const Problem& problem, const std::string& where) {
+  try {
+    const auto& kernel = templates::find_kernel(problem.kernel);
+    templates::validate_dtype(kernel, problem.dtype);
+    templates::validate_shape(kernel, problem.shape);
+  } catch (const Error& e) {
+    throw Error(ErrorKind::usage, 0, where + ": " + e.message());
+  }
+}
+
+}  // namespace gmjit::tuner
 
 namespace gmjit {
 namespace {
@@ -37,16 +52,6 @@ struct ReadRules {
 bool in_catalog(const std::string& kernel) {
   const auto& kernels = templates::catalog();
   return std::any_of(kernels.begin(), kernels.end(), [&](const auto& k) { return k.name == kernel; });
-}
-
-void check_problem(const Problem& problem, const std::string& where) {
-  try {
-    const auto& kernel = templates::find_kernel(problem.kernel);
-    templates::validate_dtype(kernel, problem.dtype);
-    templates::validate_shape(kernel, problem.shape);
-  } catch (const Error& e) {
-    throw Error(ErrorKind::usage, 0, where + ": " + e.message());
-  }
 }
 
 std::string identity(const Problem& problem) {
@@ -130,7 +135,7 @@ std::vector<Problem> parse_shapes(const std::string& text, const std::string& so
           throw Error(ErrorKind::usage, 0, at + ": " + e.message());
         }
       }
-      check_problem(problem, at);
+      tuner::check_problem(problem, at);
       problems.push_back(std::move(problem));
     }
   }

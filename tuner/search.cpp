@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
-#include <random>
 
 namespace gmjit::tuner {
 namespace {
@@ -66,43 +64,6 @@ double estimate_ms(const templates::KernelDescriptor& kernel, const Config& conf
   const double compute_s = work.flops / (peak_flops * std::max(0.01, work.compute_efficiency));
   const double launch_s = 3e-6;
   return 1e3 * (launch_s + std::max(memory_s, compute_s) / (std::max(0.01, wave_efficiency) * hiding));
-}
-
-std::vector<std::size_t> visit_order(Strategy strategy, const std::vector<Config>& candidates,
-                                     const std::vector<double>& estimates, std::uint64_t seed,
-                                     const std::vector<Config>& seeds) {
-  std::vector<std::size_t> order(candidates.size());
-  std::iota(order.begin(), order.end(), 0);
-  switch (strategy) {
-    case Strategy::exhaustive:
-      return order;
-    case Strategy::random: {
-      std::mt19937_64 rng(seed);
-      std::shuffle(order.begin(), order.end(), rng);
-      return order;
-    }
-    case Strategy::model:
-    case Strategy::transfer:
-      // Stable, so equal estimates keep domain order and the order never depends on the platform.
-      std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return estimates[a] < estimates[b]; });
-      break;
-  }
-  if (strategy == Strategy::transfer) {
-    std::vector<std::size_t> first;
-    for (const auto& wanted : seeds) {
-      const auto it = std::find(candidates.begin(), candidates.end(), wanted);
-      if (it == candidates.end()) continue;
-      const auto index = static_cast<std::size_t>(it - candidates.begin());
-      if (std::find(first.begin(), first.end(), index) == first.end()) first.push_back(index);
-    }
-    std::vector<std::size_t> rest;
-    for (auto index : order) {
-      if (std::find(first.begin(), first.end(), index) == first.end()) rest.push_back(index);
-    }
-    first.insert(first.end(), rest.begin(), rest.end());
-    return first;
-  }
-  return order;
 }
 
 Choice choose(const std::vector<TrialReport>& trials, const std::optional<Config>& incumbent,

@@ -1,6 +1,6 @@
 #pragma once
-// Search logic that needs no device: the analytic cost model, the order each strategy visits
-// candidates in, and the rule that picks a winner from measured trials.
+// Search logic that needs no device: the analytic cost model and the rule that picks a winner
+// from measured trials. The strategies, which decide what to measure, are in tuner/strategies/.
 
 #include <cstdint>
 #include <optional>
@@ -17,12 +17,6 @@ namespace gmjit::tuner {
 // last wave's SM slots that do work and by a latency-hiding factor from resident warps.
 double estimate_ms(const templates::KernelDescriptor& kernel, const Config& config, const Shape& shape,
                    const templates::DtypeInfo& dtype, const DeviceInfo& device);
-
-// Indices into `candidates` in the order the strategy times them. `seeds` (transfer) go first,
-// in the order given, when they are among the candidates.
-std::vector<std::size_t> visit_order(Strategy strategy, const std::vector<Config>& candidates,
-                                     const std::vector<double>& estimates, std::uint64_t seed,
-                                     const std::vector<Config>& seeds = {});
 
 struct Choice {
   std::optional<std::size_t> winner;

@@ -26,7 +26,10 @@
 #include "templates/registry.hpp"
 #include "cache/binaries.hpp"
 #include "cache/keys.hpp"
+#include "tuner/problems.hpp"
 #include "tuner/session.hpp"
+#include "tuner/stop.hpp"
+#include "tuner/strategies/searcher.hpp"
 #include "tuner/sweep_queue.hpp"
 
 namespace gmjit {
@@ -37,20 +40,6 @@ constexpr const char* kLayout = cache::kRowMajor;
 std::string to_json_text(const std::map<std::string, std::int64_t>& values) {
   return nlohmann::json(values).dump();
 }
-
-void check_problem(const Problem& problem, const std::string& where) {
-  try {
-    const auto& kernel = templates::find_kernel(problem.kernel);
-    templates::validate_dtype(kernel, problem.dtype);
-    templates::validate_shape(kernel, problem.shape);
-  } catch (const Error& e) {
-    throw Error(ErrorKind::usage, 0, where + ": " + e.message());
-  }
-}
-
-}  // namespace
-
-namespace {
 
 cache::TrialRecord trial_record(const TrialReport& trial) {
   cache::TrialRecord record;
@@ -93,10 +82,6 @@ std::vector<TrialReport> recorded_trials(cache::Store& store, const std::string&
   return trials;
 }
 
-}  // namespace
-
-namespace {
-
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
@@ -112,9 +97,18 @@ std::string worker_group(std::size_t slot) { return "worker " + std::to_string(s
 // What every device's thread shares: the queue, the counts and the callbacks, which run one at a
 // time under `mutex`.
 struct SweepRun {
-  SweepRun(const std::vector<Problem>& all, const SweepOptions& given) : problems(all), options(given) {}
+  SweepRun(const std::vector<Problem>& all, const SweepOptions& given, Clock::time_point start)
+      : problems(all), options(given), began(start) {
+    if (options.deadline_seconds) {
+      deadline = tuner::StopCondition::deadline(began + std::chrono::duration_cast<Clock::duration>(
+                                                            std::chrono::duration<double>(*options.deadline_seconds)));
+    }
+  }
   const std::vector<Problem>& problems;
   const SweepOptions& options;
+  const Clock::time_point began;
+  tuner::StopCondition deadline;  // no problem starts once it is reached
+  std::set<std::size_t> not_started;
   std::string db_path;
   tuner::SweepQueue queue;
   std::mutex mutex;
@@ -171,6 +165,13 @@ void sweep_device(SweepRun& run, tuner::Session& session, const std::string& gro
       ++run.summary.devices[slot].skipped;
       ++run.finished;
       emit(SweepEvent::Kind::finished, "cached");
+      continue;
+    }
+    // Past the deadline a problem with a winner is still skipped above, so what is listed as left
+    // is what a new sweep would tune.
+    if (run.deadline.reached({0, run.began, Clock::now()})) {
+      std::lock_guard lock(run.mutex);
+      run.not_started.insert(i);
       continue;
     }
     TuneOptions tune_options = options.tune;
@@ -265,8 +266,9 @@ SweepSummary sweep(const std::vector<Problem>& requested, const SweepOptions& op
   std::vector<Problem> problems = requested;
   for (std::size_t i = 0; i < problems.size(); ++i) {
     if (problems[i].dtype.empty()) problems[i].dtype = templates::find_kernel(problems[i].kernel).dtypes.front();
-    check_problem(problems[i], fmt::format("problem {} ({})", i, problems[i].kernel));
+    tuner::check_problem(problems[i], fmt::format("problem {} ({})", i, problems[i].kernel));
   }
+  tuner::find_strategy(options.tune.strategy);
   const std::vector<int> ordinals = options.devices.empty() ? std::vector<int>{options.tune.device} : options.devices;
   for (std::size_t i = 0; i < ordinals.size(); ++i) {
     if (std::count(ordinals.begin(), ordinals.begin() + static_cast<std::ptrdiff_t>(i), ordinals[i]) == 1) {
@@ -299,7 +301,7 @@ SweepSummary sweep(const std::vector<Problem>& requested, const SweepOptions& op
     if (failure) std::rethrow_exception(failure);
   }
 
-  SweepRun run(problems, options);
+  SweepRun run(problems, options, began);
   {
     cache::Store store(options.db_path.empty() ? cache::default_path() : std::filesystem::path(options.db_path));
     run.db_path = store.path().string();
@@ -368,6 +370,7 @@ SweepSummary sweep(const std::vector<Problem>& requested, const SweepOptions& op
   for (auto& thread : threads) thread.join();
   if (run.failure) std::rethrow_exception(run.failure);
   run.summary.interrupted = !run.interruption.empty();
+  for (std::size_t i : run.not_started) run.summary.not_started.push_back(problems[i]);
   run.summary.wall_seconds = seconds_since(began);
   return run.summary;
 }

@@ -1,56 +1,33 @@
-#include <fmt/format.h>
+#include "gmjit/tune.hpp"
 
 #include "gmjit/error.hpp"
-#include "gmjit/tune.hpp"
 #include "templates/registry.hpp"
+#include "tuner/names.hpp"
 #include "tuner/session.hpp"
+#include "tuner/strategies/searcher.hpp"
 
 namespace gmjit {
+namespace {
 
-const char* to_string(TrialStatus status) {
-  switch (status) {
-    case TrialStatus::ok: return "ok";
-    case TrialStatus::compile_failed: return "compile_failed";
-    case TrialStatus::invalid: return "invalid";
-    case TrialStatus::launch_failed: return "launch_failed";
-    case TrialStatus::crashed: return "crashed";
-    case TrialStatus::timeout: return "timeout";
-    case TrialStatus::wrong_result: return "wrong_result";
-  }
-  return "unknown";
-}
+// The names are the cache's status column: renaming one orphans recorded trials.
+constexpr tuner::EnumNames<TrialStatus, 7> kTrialStatuses{
+    "trial status", "statuses",
+    {{TrialStatus::ok, "ok"}, {TrialStatus::compile_failed, "compile_failed"}, {TrialStatus::invalid, "invalid"},
+     {TrialStatus::launch_failed, "launch_failed"}, {TrialStatus::crashed, "crashed"},
+     {TrialStatus::timeout, "timeout"}, {TrialStatus::wrong_result, "wrong_result"}}};
 
-TrialStatus parse_trial_status(const std::string& name) {
-  for (auto status : {TrialStatus::ok, TrialStatus::compile_failed, TrialStatus::invalid, TrialStatus::launch_failed,
-                      TrialStatus::crashed, TrialStatus::timeout, TrialStatus::wrong_result}) {
-    if (name == to_string(status)) return status;
-  }
-  throw Error(ErrorKind::usage, 0, fmt::format("unknown trial status '{}'", name));
-}
+}  // namespace
 
-const char* to_string(Strategy strategy) {
-  switch (strategy) {
-    case Strategy::exhaustive: return "exhaustive";
-    case Strategy::random: return "random";
-    case Strategy::model: return "model";
-    case Strategy::transfer: return "transfer";
-  }
-  return "unknown";
-}
+const char* to_string(TrialStatus status) { return kTrialStatuses.name(status); }
 
-Strategy parse_strategy(const std::string& name) {
-  for (auto strategy : {Strategy::exhaustive, Strategy::random, Strategy::model, Strategy::transfer}) {
-    if (name == to_string(strategy)) return strategy;
-  }
-  throw Error(ErrorKind::usage, 0,
-              fmt::format("unknown strategy '{}' (strategies: exhaustive, random, model, transfer)", name));
-}
+TrialStatus parse_trial_status(const std::string& name) { return kTrialStatuses.parse(name); }
 
 TuneReport tune(const Problem& problem, const TuneOptions& options) {
-  // A bad problem is a usage error before any worker starts.
+  // A bad problem or strategy is a usage error before any worker starts.
   const auto& kernel = templates::find_kernel(problem.kernel);
   templates::validate_shape(kernel, problem.shape);
   if (!problem.dtype.empty()) templates::validate_dtype(kernel, problem.dtype);
+  tuner::find_strategy(options.strategy);
   tuner::Session session(options);
   return session.tune(problem, options);
 }

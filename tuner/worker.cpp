@@ -89,21 +89,6 @@ DeviceInfo simulated_device(int ordinal) {
 
 namespace {
 
-nlohmann::json timing_json(const Timing& t) {
-  return {{"median_ms", t.median_ms}, {"spread", t.spread}, {"ci_percent", t.ci_percent},
-          {"repetitions", t.repetitions}, {"batch", t.batch}, {"gave_up", t.gave_up}};
-}
-
-MeasureOptions measure_from_json(const nlohmann::json& j) {
-  MeasureOptions m;
-  m.min_repetitions = j.value("min_repetitions", m.min_repetitions);
-  m.max_repetitions = j.value("max_repetitions", m.max_repetitions);
-  m.max_seconds = j.value("max_seconds", m.max_seconds);
-  m.target_ci_percent = j.value("target_ci_percent", m.target_ci_percent);
-  m.give_up_above_ms = j.value("give_up_above_ms", m.give_up_above_ms);
-  return m;
-}
-
 LaunchGeometry geometry_from_json(const nlohmann::json& j) {
   LaunchGeometry g;
   for (int i = 0; i < 3; ++i) {
@@ -196,9 +181,9 @@ class CudaBackend final : public Backend {
                                : std::string("an output is NaN or infinite (unwritten), or a guard byte was overwritten");
         return answer;
       }
-      const Timing timing = harness_->time(loaded->kernel, loaded->geometry, measure_from_json(h.at("measure")),
+      const Timing timing = harness_->time(loaded->kernel, loaded->geometry, h.at("measure").get<MeasureOptions>(),
                                            harness_->last_verify_ms());
-      answer.update(timing_json(timing));
+      answer.update(nlohmann::json(timing));
       answer["status"] = "ok";
       loaded->batch = timing.batch;
       loaded_[id] = std::move(loaded);
@@ -224,7 +209,7 @@ class CudaBackend final : public Backend {
       entrants.push_back({&loaded.kernel, loaded.geometry, loaded.batch});
     }
     nlohmann::json timings = nlohmann::json::array();
-    for (const auto& t : harness_->retime(entrants, rounds)) timings.push_back(timing_json(t));
+    for (const auto& t : harness_->retime(entrants, rounds)) timings.push_back(t);
     return {{"ok", true}, {"timings", timings}};
   }
 
@@ -276,7 +261,7 @@ class SimulatedBackend final : public Backend {
     timing.repetitions = 10;
     timing.batch = timing.median_ms < 0.02 ? batch_size(timing.median_ms, MeasureOptions{}) : 1;
     times_[frame.header.at("id").get<std::int64_t>()] = timing.median_ms;
-    nlohmann::json answer = timing_json(timing);
+    nlohmann::json answer = timing;
     answer.update({{"ok", true}, {"status", "ok"}, {"verify_error", 0.0}});
     return answer;
   }
@@ -287,7 +272,7 @@ class SimulatedBackend final : public Backend {
       Timing t;
       t.median_ms = times_.at(id.get<std::int64_t>());
       t.repetitions = rounds;
-      timings.push_back(timing_json(t));
+      timings.push_back(t);
     }
     return {{"ok", true}, {"timings", timings}};
   }

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gmjit/device.hpp"
+#include "tuner/harness.hpp"
 
 namespace gmjit::tuner {
 
@@ -14,6 +15,13 @@ inline constexpr int kWorkerContextLost = 3;
 
 // The worker's main: `gmjit-worker [--device N] [--simulated]`.
 int worker_main(int argc, char** argv);
+
+// How a candidate is timed (a trial request's "measure") and what its timing found (the answer),
+// each field under its own name; a missing one keeps its default.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(MeasureOptions, min_repetitions, max_repetitions, max_seconds,
+                                                target_ci_percent, batch_below_ms, batch_sample_ms, max_batch,
+                                                give_up_above_ms)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Timing, median_ms, spread, ci_percent, repetitions, batch, gave_up)
 
 nlohmann::json device_to_json(const DeviceInfo& device);
 DeviceInfo device_from_json(const nlohmann::json& json);

@@ -12,6 +12,7 @@
 #include "tuner/harness.hpp"
 #include "tuner/protocol.hpp"
 #include "tuner/search.hpp"
+#include "tuner/strategies/searcher.hpp"
 #include "tuner/worker.hpp"
 
 namespace {
@@ -93,18 +94,32 @@ TEST(Choose, FailedTrialsNeverWin) {
   EXPECT_FALSE(gmjit::tuner::choose({wrong, crashed}, std::nullopt).winner.has_value());
 }
 
+// The order a registered strategy hands candidates out in, asked two at a time.
+std::vector<std::size_t> visit_order(const std::string& strategy, const std::vector<Config>& configs,
+                                     const std::vector<double>& estimates, std::uint64_t seed,
+                                     const std::vector<Config>& nearest = {}) {
+  gmjit::tuner::SearchSpace space;
+  space.candidates = configs;
+  space.estimate_ms = [&](const Config& c) { return estimates.at(static_cast<std::size_t>(c.at("x"))); };
+  space.nearest_winners = [&](std::size_t) { return nearest; };
+  space.seed = seed;
+  const auto searcher = gmjit::tuner::find_strategy(strategy).make(space);
+  std::vector<std::size_t> order;
+  for (auto next = searcher->ask(2); !next.empty(); next = searcher->ask(2)) {
+    order.insert(order.end(), next.begin(), next.end());
+  }
+  return order;
+}
+
 TEST(VisitOrder, EachStrategy) {
   const std::vector<Config> configs{{{"x", 0}}, {{"x", 1}}, {{"x", 2}}, {{"x", 3}}, {{"x", 4}}};
   const std::vector<double> estimates{5, 1, 3, 1, 2};
-  using gmjit::Strategy;
-  EXPECT_EQ(gmjit::tuner::visit_order(Strategy::exhaustive, configs, estimates, 1),
-            (std::vector<std::size_t>{0, 1, 2, 3, 4}));
-  EXPECT_EQ(gmjit::tuner::visit_order(Strategy::model, configs, estimates, 1),
-            (std::vector<std::size_t>{1, 3, 4, 2, 0}));
-  const auto random = gmjit::tuner::visit_order(Strategy::random, configs, estimates, 7);
-  EXPECT_EQ(random, gmjit::tuner::visit_order(Strategy::random, configs, estimates, 7));
-  EXPECT_NE(random, gmjit::tuner::visit_order(Strategy::random, configs, estimates, 8));
-  EXPECT_EQ(gmjit::tuner::visit_order(Strategy::transfer, configs, estimates, 1, {{{"x", 2}}, {{"x", 9}}}),
+  EXPECT_EQ(visit_order("exhaustive", configs, estimates, 1), (std::vector<std::size_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(visit_order("model", configs, estimates, 1), (std::vector<std::size_t>{1, 3, 4, 2, 0}));
+  const auto random = visit_order("random", configs, estimates, 7);
+  EXPECT_EQ(random, visit_order("random", configs, estimates, 7));
+  EXPECT_NE(random, visit_order("random", configs, estimates, 8));
+  EXPECT_EQ(visit_order("transfer", configs, estimates, 1, {{{"x", 2}}, {{"x", 9}}}),
             (std::vector<std::size_t>{2, 1, 3, 4, 0}));
 }
 
@@ -180,10 +195,11 @@ TEST_F(Pipe, WritingToADeadPeerThrowsInsteadOfRaisingSigpipe) {
 }
 
 TEST(StrategyNames, ParseAndPrint) {
-  for (auto s : {gmjit::Strategy::exhaustive, gmjit::Strategy::random, gmjit::Strategy::model, gmjit::Strategy::transfer}) {
-    EXPECT_EQ(gmjit::parse_strategy(gmjit::to_string(s)), s);
+  for (const char* name : {"exhaustive", "random", "model", "transfer"}) {
+    EXPECT_EQ(gmjit::tuner::find_strategy(name).name, name);
+    EXPECT_FALSE(gmjit::strategy_summary(name).empty()) << name;
   }
-  EXPECT_THROW(gmjit::parse_strategy("genetic"), gmjit::Error);
+  EXPECT_THROW(gmjit::strategy_summary("genetic"), gmjit::Error);
   EXPECT_EQ(gmjit::parse_trial_status("timeout"), TrialStatus::timeout);
   EXPECT_THROW(gmjit::parse_trial_status("meh"), gmjit::Error);
 }

@@ -19,16 +19,11 @@ const char* to_string(TrialStatus status);
 /// Throws Error(usage) for a name that is not a status.
 TrialStatus parse_trial_status(const std::string& name);
 
-/// How candidates are chosen and ordered (see TuneOptions for the budget).
-enum class Strategy {
-  exhaustive,  ///< every valid configuration, in domain order
-  random,      ///< a seeded shuffle of the valid configurations
-  model,       ///< ranked by an analytic estimate, timed briefly, the best half re-timed (successive halving)
-  transfer,    ///< the winners of the nearest cached shapes first, then as `model`
-};
-const char* to_string(Strategy strategy);
-/// Throws Error(usage) listing the strategies.
-Strategy parse_strategy(const std::string& name);
+/// The registered search strategies (TuneOptions::strategy), by name, in registration order.
+std::vector<std::string> strategy_names();
+/// One line on what a strategy does, for help texts. Throws Error(usage) naming every registered
+/// strategy when `name` is not one of them, so it also checks a strategy given by a user.
+std::string strategy_summary(const std::string& name);
 
 struct TrialReport {
   Config config;
@@ -66,7 +61,7 @@ struct TuneReport {
   Problem problem;
   std::string device_name;
   std::string device_key;  ///< the device fingerprint the results are valid for
-  Strategy strategy = Strategy::exhaustive;
+  std::string strategy;  ///< the strategy's name
   std::vector<TrialReport> trials;
   std::optional<std::size_t> winner;     ///< index into trials
   std::optional<std::size_t> runner_up;  ///< index into trials
@@ -80,7 +75,7 @@ struct TuneReport {
 struct TuneOptions {
   int device = 0;
   std::uint64_t seed = 1;
-  Strategy strategy = Strategy::model;
+  std::string strategy = "model";  ///< one of strategy_names(); tune() throws Error(usage) for another
   std::size_t max_evaluations = 0;  ///< budget in evaluated candidates; 0: no limit
   double max_seconds = 0;           ///< budget in wall seconds; 0: no limit
   double max_seconds_per_candidate = 0.5;  ///< cap on the timing repetitions of one candidate
@@ -102,15 +97,19 @@ struct TuneOptions {
   std::function<void(const TrialReport&)> on_trial;  ///< progress, called as each trial ends
 };
 
-/// Searches the valid configurations with the chosen strategy. Compiles run on a thread pool and
+/// Searches the valid configurations with the chosen strategy: it asks for the next candidates,
+/// they are compiled and measured, and it is told each result. Compiles run on a thread pool and
 /// overlap the benchmarking; every candidate runs in a separate worker process (one per GPU)
 /// that verifies it against the reference before timing it, and a candidate that crashes,
-/// hangs or computes a wrong result is recorded and never wins. Throws Error(usage) for a bad
-/// problem and Error(driver) when no device is present.
+/// hangs or computes a wrong result is recorded and never wins. The budget (max_evaluations,
+/// max_seconds) stops the search before the next candidate; the best ones are then re-timed and
+/// the winner chosen. Throws Error(usage) for a bad problem or an unknown strategy, and
+/// Error(driver) when no device is present.
 TuneReport tune(const Problem& problem, const TuneOptions& options = {});
 
-/// Problems of a shapes file (see DESIGN.md), keeping only sweeps of `only_kernels` when it is
-/// not empty; throws Error(usage) naming the sweep and shape index of anything malformed
+/// Problems of a shapes file, JSON of the form {"sweeps": [{"kernel": K, "dtype": T, "shapes":
+/// [{KEY: N, .., "from": LABEL}, ..]}, ..]} (KEY: the kernel's problem keys), keeping only sweeps
+/// of `only_kernels` when it is not empty; throws Error(usage) naming the sweep and shape index of anything malformed
 /// (unknown kernel or dtype, missing or unknown keys, non-integer values). A kernel, dtype and
 /// shape listed more than once is one problem, its labels joined with "; ".
 std::vector<Problem> read_shapes_file(const std::string& path, const std::vector<std::string>& only_kernels = {});
@@ -192,6 +191,10 @@ struct SweepOptions {
   /// candidates they were timing (nothing is recorded for them), and returns with
   /// SweepSummary::interrupted set. Every trial committed before stays, so a new sweep resumes.
   std::function<bool()> stop_requested;
+  /// A deadline for the whole sweep, in seconds from the call: once it has passed no problem
+  /// starts (those being tuned finish), and the problems left are listed in
+  /// SweepSummary::not_started. 0 is a deadline already spent; unset: no deadline.
+  std::optional<double> deadline_seconds;
   /// Called as problems start and finish on each device, and as trials end.
   std::function<void(const SweepEvent&)> on_event;
   /// Older, device-less form of on_event's started and finished events (index of total problems).
@@ -215,6 +218,9 @@ struct SweepSummary {
   std::string db_path;
   std::vector<SweepDeviceSummary> devices;  ///< in the order of SweepOptions::devices
   bool interrupted = false;  ///< stopped by stop_requested or a signal to the workers; resumable
+  /// Problems the deadline kept from starting, in the order of the sweep's list (problems with a
+  /// winner are skipped as usual, not listed). Running the sweep again tunes them.
+  std::vector<Problem> not_started;
   double wall_seconds = 0;
 };
 

@@ -1,0 +1,245 @@
+// The search strategies through their ask/tell interface, and the stop conditions, without a
+// device, a worker or NVRTC: the session's loop is played here by a few lines.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gmjit/error.hpp"
+#include "gmjit/tune.hpp"
+#include "tuner/stop.hpp"
+#include "tuner/strategies/searcher.hpp"
+
+namespace gmjit::tuner {
+namespace {
+
+// Ten candidates x=0..9; the cost model prices x=9 cheapest and x=0 dearest, with a three-way
+// tie at 5 ms (x=4, 5, 6).
+SearchSpace ten_candidates(std::uint64_t seed = 1) {
+  SearchSpace space;
+  for (std::int64_t x = 0; x < 10; ++x) space.candidates.push_back({{"x", x}});
+  space.estimate_ms = [](const Config& c) { return c.at("x") == 4 || c.at("x") == 6 ? 5.0 : 10.0 - c.at("x"); };
+  space.seed = seed;
+  return space;
+}
+
+TrialReport timed(const Config& config, double ms) {
+  TrialReport trial;
+  trial.config = config;
+  trial.median_ms = ms;
+  return trial;
+}
+
+// The session's loop in miniature: ask `ahead` at a time, measure (here: x + 1 ms), tell, until
+// the searcher has nothing more or `stop` is reached. The candidates told, in order.
+std::vector<std::size_t> drive(Searcher& searcher, const SearchSpace& space, const StopCondition& stop,
+                               std::size_t ahead = 3) {
+  std::vector<std::size_t> told;
+  std::vector<std::size_t> asked;
+  const auto began = Clock::now();
+  for (;;) {
+    if (stop.reached({told.size(), began, Clock::now()})) break;
+    if (asked.size() < ahead) {
+      const auto next = searcher.ask(ahead - asked.size());
+      EXPECT_LE(next.size(), ahead - asked.size()) << "a searcher hands out no more than it is asked";
+      asked.insert(asked.end(), next.begin(), next.end());
+    }
+    if (asked.empty()) break;
+    const std::size_t k = asked.front();
+    asked.erase(asked.begin());
+    searcher.tell(k, timed(space.candidates.at(k), static_cast<double>(space.candidates[k].at("x")) + 1));
+    told.push_back(k);
+  }
+  return told;
+}
+
+std::vector<std::size_t> run_all(const std::string& strategy, const SearchSpace& space, std::size_t ahead = 3) {
+  const auto searcher = find_strategy(strategy).make(space);
+  return drive(*searcher, space, StopCondition(), ahead);
+}
+
+bool is_permutation_of_all(std::vector<std::size_t> order, std::size_t n) {
+  std::sort(order.begin(), order.end());
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    if (order[i] != i) return false;
+  }
+  return order.size() == n;
+}
+
+// The strategies whose order is fixed before anything is measured; a learning one may add to the
+// registry without being held to that.
+const std::vector<std::string> kFixedOrder{"exhaustive", "random", "model", "transfer"};
+
+TEST(Strategies, RegistryNamesEveryStrategyOnceAndModelIsTheDefault) {
+  const auto names = strategy_names();
+  EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), names.size());
+  for (const auto& name : kFixedOrder) EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name;
+  EXPECT_EQ(TuneOptions{}.strategy, "model");
+  for (const auto& name : names) {
+    EXPECT_EQ(find_strategy(name).name, name);
+    EXPECT_FALSE(strategy_summary(name).empty()) << name;
+  }
+}
+
+TEST(Strategies, AnUnknownNameIsAUsageErrorThatListsTheRegisteredOnes) {
+  try {
+    find_strategy("genetic");
+    FAIL() << "expected a usage error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::usage);
+    EXPECT_NE(e.message().find("'genetic'"), std::string::npos) << e.message();
+    for (const auto& name : strategy_names()) EXPECT_NE(e.message().find(name), std::string::npos) << e.message();
+  }
+}
+
+TEST(Strategies, EveryStrategyHandsOutACandidateAtMostOnceAndThenStops) {
+  const auto space = ten_candidates();
+  for (const auto& name : strategy_names()) {
+    SCOPED_TRACE(name);
+    for (std::size_t ahead : {1u, 3u, 16u}) {
+      const auto searcher = find_strategy(name).make(space);
+      const auto told = drive(*searcher, space, StopCondition(), ahead);
+      EXPECT_EQ(std::set<std::size_t>(told.begin(), told.end()).size(), told.size()) << "ahead " << ahead;
+      for (std::size_t k : told) EXPECT_LT(k, space.candidates.size());
+      EXPECT_TRUE(searcher->ask(5).empty()) << "an exhausted searcher stays exhausted";
+    }
+    SearchSpace empty = space;
+    empty.candidates.clear();
+    EXPECT_TRUE(find_strategy(name).make(empty)->ask(4).empty());
+  }
+}
+
+TEST(Strategies, FixedOrderStrategiesHandOutEveryCandidate) {
+  const auto space = ten_candidates();
+  for (const auto& name : kFixedOrder) {
+    for (std::size_t ahead : {1u, 3u, 16u}) {
+      EXPECT_TRUE(is_permutation_of_all(run_all(name, space, ahead), space.candidates.size())) << name << " " << ahead;
+    }
+  }
+}
+
+TEST(Strategies, AnEvaluationBudgetStopsEveryStrategyAtItsCount) {
+  const auto space = ten_candidates();
+  for (const auto& name : strategy_names()) {
+    SCOPED_TRACE(name);
+    const auto searcher = find_strategy(name).make(space);
+    const auto told = drive(*searcher, space, StopCondition::evaluations(4));
+    ASSERT_EQ(told.size(), 4u);
+    const auto all = run_all(name, space);
+    EXPECT_EQ(told, std::vector<std::size_t>(all.begin(), all.begin() + 4))
+        << "a budget cuts the order short; it does not change it";
+  }
+}
+
+TEST(Strategies, ExhaustiveIsDomainOrderAndTimesEachInFull) {
+  EXPECT_EQ(run_all("exhaustive", ten_candidates()), (std::vector<std::size_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  EXPECT_FALSE(find_strategy("exhaustive").successive_halving);
+}
+
+TEST(Strategies, RandomIsASeededShuffle) {
+  const auto a = run_all("random", ten_candidates(7));
+  EXPECT_EQ(a, run_all("random", ten_candidates(7)));
+  EXPECT_EQ(a, run_all("random", ten_candidates(7), 1)) << "how far the session asks ahead changes nothing";
+  EXPECT_NE(a, run_all("random", ten_candidates(8)));
+  EXPECT_NE(a, run_all("exhaustive", ten_candidates(7)));
+  EXPECT_FALSE(find_strategy("random").successive_halving);
+}
+
+TEST(Strategies, ModelIsCheapestFirstWithTiesInDomainOrderAndHalves) {
+  EXPECT_EQ(run_all("model", ten_candidates()), (std::vector<std::size_t>{9, 8, 7, 4, 5, 6, 3, 2, 1, 0}));
+  EXPECT_TRUE(find_strategy("model").successive_halving);
+}
+
+TEST(Strategies, TransferStartsFromTheNearestWinnersThenFollowsTheModel) {
+  auto space = ten_candidates();
+  std::size_t asked_for = 0;
+  // x=42 is not a candidate here (another shape's domain), x=2 is the winner of two shapes.
+  space.nearest_winners = [&](std::size_t count) {
+    asked_for = count;
+    return std::vector<Config>{{{"x", 2}}, {{"x", 42}}, {{"x", 2}}, {{"x", 5}}};
+  };
+  EXPECT_EQ(run_all("transfer", space), (std::vector<std::size_t>{2, 5, 9, 8, 7, 4, 6, 3, 1, 0}));
+  EXPECT_EQ(asked_for, 3u) << "the three nearest tuned shapes";
+  EXPECT_TRUE(find_strategy("transfer").successive_halving);
+
+  space.nearest_winners = nullptr;  // no cache
+  EXPECT_EQ(run_all("transfer", space), run_all("model", space));
+  space.nearest_winners = [](std::size_t) { return std::vector<Config>{}; };
+  EXPECT_EQ(run_all("transfer", space), run_all("model", space));
+}
+
+TEST(Strategies, TellingAFixedOrderStrategyDoesNotReorderIt) {
+  const auto space = ten_candidates(3);
+  for (const auto& name : kFixedOrder) {
+    SCOPED_TRACE(name);
+    const auto searcher = find_strategy(name).make(space);
+    std::vector<std::size_t> order;
+    for (auto next = searcher->ask(1); !next.empty(); next = searcher->ask(1)) {
+      // The last candidates measure fastest: a strategy that learned would chase them.
+      searcher->tell(next[0], timed(space.candidates[next[0]], 100.0 - static_cast<double>(next[0])));
+      order.push_back(next[0]);
+    }
+    EXPECT_EQ(order, run_all(name, space));
+  }
+}
+
+TEST(StopConditions, NoneIsNeverReached) {
+  const StopCondition none;
+  const auto now = Clock::now();
+  EXPECT_TRUE(none.never());
+  EXPECT_FALSE(none.reached({1000000, now - std::chrono::hours(100), now}));
+  EXPECT_TRUE(none.why({1000000, now, now}).empty());
+  EXPECT_TRUE(StopCondition::evaluations(0).never()) << "0 means no limit, as in TuneOptions";
+  EXPECT_TRUE(StopCondition::seconds(0).never());
+}
+
+TEST(StopConditions, EvaluationsSecondsAndDeadline) {
+  const auto began = Clock::now();
+  const auto evaluations = StopCondition::evaluations(3);
+  EXPECT_FALSE(evaluations.reached({2, began, began}));
+  EXPECT_TRUE(evaluations.reached({3, began, began}));
+  const auto seconds = StopCondition::seconds(1.5);
+  EXPECT_FALSE(seconds.reached({0, began, began + std::chrono::seconds(1)}));
+  EXPECT_TRUE(seconds.reached({0, began, began + std::chrono::seconds(2)}));
+  const auto deadline = StopCondition::deadline(began + std::chrono::minutes(1));
+  EXPECT_FALSE(deadline.reached({0, began, began + std::chrono::seconds(59)}));
+  EXPECT_TRUE(deadline.reached({0, began + std::chrono::hours(1), began + std::chrono::minutes(1)}))
+      << "a deadline is a moment, whenever the work began";
+  EXPECT_TRUE(StopCondition::deadline(began).reached({0, began, began})) << "a deadline already spent";
+}
+
+TEST(StopConditions, AUnionStopsAtTheFirstOfItsConditionsAndSaysWhich) {
+  const auto began = Clock::now();
+  const auto either = StopCondition::evaluations(10) | StopCondition::seconds(30);
+  EXPECT_FALSE(either.never());
+  EXPECT_FALSE(either.reached({9, began, began + std::chrono::seconds(29)}));
+  EXPECT_TRUE(either.reached({10, began, began}));
+  EXPECT_TRUE(either.reached({0, began, began + std::chrono::seconds(30)}));
+  EXPECT_EQ(either.why({10, began, began}), "10 evaluations");
+  EXPECT_EQ(either.why({0, began, began + std::chrono::seconds(31)}), "30 s");
+  EXPECT_EQ(either.why({12, began, began + std::chrono::seconds(31)}), "10 evaluations and 30 s");
+  EXPECT_TRUE((StopCondition() | StopCondition::evaluations(0)).never());
+  const auto three = either | StopCondition::deadline(began + std::chrono::seconds(5));
+  EXPECT_TRUE(three.reached({0, began, began + std::chrono::seconds(5)}));
+  EXPECT_EQ(three.why({0, began, began + std::chrono::seconds(5)}), "the deadline");
+}
+
+TEST(StopConditions, DriveEveryStrategyUnderAUnion) {
+  const auto space = ten_candidates();
+  const auto far = Clock::now() + std::chrono::hours(1);
+  for (const auto& name : strategy_names()) {
+    SCOPED_TRACE(name);
+    const auto searcher = find_strategy(name).make(space);
+    const auto stop = StopCondition::evaluations(6) | StopCondition::deadline(far);
+    EXPECT_EQ(drive(*searcher, space, stop).size(), 6u);
+    const auto spent = find_strategy(name).make(space);
+    EXPECT_TRUE(drive(*spent, space, StopCondition::deadline(Clock::now())).empty())
+        << "a deadline already spent starts nothing";
+  }
+}
+
+}  // namespace
+}  // namespace gmjit::tuner
