@@ -184,7 +184,7 @@ struct Runtime::Impl {
 
   // A Store is one connection and must not be used by two threads at once.
   std::mutex db_mutex;
-  std::string db_file;  // resolved lazily: the default path lookup may throw
+  std::string cache_file_;  // resolved lazily: the default path lookup may throw
   std::optional<cache::Store> store;
 
   // Tuning two problems at once would time each against the other on the same GPU.
@@ -193,16 +193,16 @@ struct Runtime::Impl {
   mutable std::mutex map_mutex;
   std::unordered_multimap<std::uint64_t, std::unique_ptr<Entry>> entries;
 
-  const std::string& path() {
+  const std::string& cache_file() {
     std::lock_guard<std::mutex> lock(db_mutex);
-    return path_locked();
+    return cache_file_locked();
   }
-  const std::string& path_locked() {
-    if (db_file.empty()) db_file = options.db_path.empty() ? default_cache_path() : options.db_path;
-    return db_file;
+  const std::string& cache_file_locked() {
+    if (cache_file_.empty()) cache_file_ = options.db_path.empty() ? default_cache_path() : options.db_path;
+    return cache_file_;
   }
   cache::Store& store_locked() {
-    if (!store) store.emplace(path_locked());
+    if (!store) store.emplace(cache_file_locked());
     return *store;
   }
 
@@ -232,8 +232,8 @@ struct Runtime::Impl {
       // A cache-only deployment without its cache file is refused before the device is touched,
       // and no empty cache is created in its place.
       std::lock_guard<std::mutex> lock(db_mutex);
-      if (policy == MissPolicy::fail && !store && !std::filesystem::exists(path_locked())) {
-        refuse(r, fmt::format("in {}: the file does not exist", path_locked()));
+      if (policy == MissPolicy::fail && !store && !std::filesystem::exists(cache_file_locked())) {
+        refuse(r, fmt::format("in {}: the file does not exist", cache_file_locked()));
       }
     }
     ensure_device();
@@ -251,14 +251,14 @@ struct Runtime::Impl {
       } catch (const std::exception& e) {
         throw Error(ErrorKind::cache, 0,
                     fmt::format("the cached winner of {} in {} is not a valid configuration: {}", request_label(r),
-                                path_locked(), reason(e)));
+                                cache_file_locked(), reason(e)));
       }
       ++counters.cache_hits;
       return out;
     }
     switch (policy) {
       case MissPolicy::fail:
-        refuse(r, fmt::format("on {} in {}", device.name, path_locked()));
+        refuse(r, fmt::format("on {} in {}", device.name, cache_file_locked()));
       case MissPolicy::default_config:
         break;
       case MissPolicy::nearest: {
@@ -294,7 +294,7 @@ struct Runtime::Impl {
         {
           std::lock_guard<std::mutex> tuning(tune_mutex);
           SweepOptions sweep_options;
-          sweep_options.db_path = path();
+          sweep_options.db_path = cache_file();
           sweep_options.tune = options.tune;
           sweep_options.tune.device = options.device;
           detail::logger().info("runtime: no winner for {}; tuning it now", request_label(r));
@@ -491,6 +491,6 @@ RuntimeStats Runtime::stats() const {
 
 const RuntimeOptions& Runtime::options() const { return impl_->options; }
 
-std::string Runtime::db_path() const { return impl_->path(); }
+std::string Runtime::db_path() const { return impl_->cache_file(); }
 
 }  // namespace gmjit
