@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "cache/store.hpp"
+#include "gmjit/error.hpp"
 #include "gmjit/tune.hpp"
 #include "core/log.hpp"
 #include "templates/registry.hpp"
