@@ -601,7 +601,7 @@ int main(int argc, char** argv) {
   for (const auto& name : gmjit::preset_names()) presets_help += "\n  " + name + ": " + gmjit::preset_summary(name);
   auto* sweep = app.add_subcommand("sweep", "tune a preset or a shapes file into the cache (resumable)");
   auto* preset_option = sweep->add_option("--preset", sweep_request.preset, presets_help);
-  sweep->add_option("--shapes", sweep_request.shapes_file, "shapes file (see DESIGN.md); an unknown kernel is an error")
+  sweep->add_option("--shapes", sweep_request.shapes_file, "shapes file (format in README.md, Shapes files); an unknown kernel is an error")
       ->excludes(preset_option);
   sweep->add_option("--kernels", sweep_request.kernels, "only these kernels, e.g. sgemm,vector_add");
   sweep->add_option("--shard", sweep_request.shard,
