@@ -11,6 +11,7 @@
 #include "gmjit/tune.hpp"
 #include "core/device.hpp"
 #include "core/module.hpp"
+#include "gpu_test_support.hpp"
 #include "require_gpu.hpp"
 #include "cache/binaries.hpp"
 #include "tuner/harness.hpp"
@@ -19,7 +20,8 @@
 namespace gmjit {
 namespace {
 
-DeviceInfo device0() { return detail::query_device(0); }
+using gpu_test::device0;
+using gpu_test::verify_every_config;
 
 TEST(SM90_Device, EnumeratesAndFingerprints) {
   GMJIT_REQUIRE_SM90();
@@ -35,36 +37,12 @@ TEST(SM90_Device, EnumeratesAndFingerprints) {
   std::printf("[ device   ] %s\n", d.to_json().c_str());
 }
 
-// Verifies configurations against the double-precision reference on fresh random inputs with
-// NaN-poisoned outputs and guard bytes; returns how many ran.
-std::size_t verify_configs(const std::string& name, const std::string& dtype, const Shape& shape,
-                           const std::vector<Config>& configs) {
-  const auto& kernel = templates::find_kernel(name);
-  const DeviceInfo device = device0();
-  detail::Context context(0);
-  tuner::Harness harness(kernel, shape, dtype, device, /*seed=*/static_cast<std::uint64_t>(shape.begin()->second));
-  std::size_t ran = 0;
-  for (const auto& config : configs) {
-    SCOPED_TRACE(name + " " + dtype + " " + format_assignments(shape) + " " + format_assignments(config));
-    const auto source = codegen::specialize(kernel, shape, dtype, config);
-    const auto compiled = codegen::shared_compiler().compile(source, device.arch).module;
-    detail::Module module(compiled->cubin);
-    detail::Kernel loaded = module.kernel(compiled->lowered_name);
-    const double error = harness.verify(loaded, kernel.geometry(config, shape, templates::dtype_info(dtype)));
-    EXPECT_LE(error, harness.tolerance());
-    ++ran;
-  }
-  return ran;
-}
-
 class VectorAdd : public ::testing::TestWithParam<std::tuple<std::string, std::int64_t>> {};
 
 TEST_P(VectorAdd, EveryConfigMatchesTheReference) {
   GMJIT_REQUIRE_SM90();
   const auto& [dtype, n] = GetParam();
-  const Shape shape{{"n", n}};
-  const auto configs = templates::valid_configs(templates::find_kernel("vector_add"), shape);
-  EXPECT_EQ(verify_configs("vector_add", dtype, shape, configs), configs.size());
+  verify_every_config("vector_add", dtype, {{"n", n}});
 }
 
 INSTANTIATE_TEST_SUITE_P(SM90, VectorAdd,
@@ -75,10 +53,7 @@ class Sgemm : public ::testing::TestWithParam<Shape> {};
 
 TEST_P(Sgemm, EveryConfigMatchesTheReference) {
   GMJIT_REQUIRE_SM90();
-  const Shape& shape = GetParam();
-  const auto configs = templates::valid_configs(templates::find_kernel("sgemm"), shape);
-  EXPECT_EQ(verify_configs("sgemm", "fp32", shape, configs), configs.size());
-  std::printf("[ verified ] %zu sgemm configurations at %s\n", configs.size(), format_assignments(shape).c_str());
+  verify_every_config("sgemm", "fp32", GetParam());
 }
 
 INSTANTIATE_TEST_SUITE_P(SM90, Sgemm,

@@ -3,7 +3,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <memory>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -13,6 +12,7 @@
 #include "gmjit/error.hpp"
 #include "core/device.hpp"
 #include "core/module.hpp"
+#include "gpu_test_support.hpp"
 #include "require_gpu.hpp"
 #include "templates/registry.hpp"
 #include "tuner/harness.hpp"
@@ -29,28 +29,8 @@ class Norms : public ::testing::TestWithParam<Case> {};
 TEST_P(Norms, EveryConfigMatchesTheReference) {
   GMJIT_REQUIRE_SM90();
   const auto& [name, dtype, rows, cols] = GetParam();
-  const Shape shape{{"rows", rows}, {"cols", cols}};
-  const auto& kernel = templates::find_kernel(name);
-  const auto configs = templates::valid_configs(kernel, shape);
-  ASSERT_FALSE(configs.empty());
-  const DeviceInfo device = detail::query_device(0);
-  detail::Context context(0);
-  auto harness =
-      std::make_unique<tuner::Harness>(kernel, shape, dtype, device, static_cast<std::uint64_t>(rows * 131 + cols));
-  std::size_t ran = 0;
-  for (const auto& config : configs) {
-    SCOPED_TRACE(name + " " + dtype + " " + format_assignments(shape) + " " + format_assignments(config));
-    const auto source = codegen::specialize(kernel, shape, dtype, config);
-    const auto compiled = codegen::shared_compiler().compile(source, device.arch).module;
-    detail::Module module(compiled->cubin);
-    detail::Kernel loaded = module.kernel(compiled->lowered_name);
-    const double error = harness->verify(loaded, kernel.geometry(config, shape, templates::dtype_info(dtype)));
-    EXPECT_LE(error, harness->tolerance()) << source.name_expression;
-    ++ran;
-  }
-  EXPECT_EQ(ran, configs.size());
-  std::printf("[ verified ] %zu %s %s configurations at %s\n", ran, name.c_str(), dtype.c_str(),
-              format_assignments(shape).c_str());
+  gpu_test::verify_every_config(name, dtype, {{"rows", rows}, {"cols", cols}},
+                                static_cast<std::uint64_t>(rows * 131 + cols));
 }
 
 // Single elements, odd rows, 4- and 16-byte rows that are not whole chunks, the benchmark's
@@ -79,7 +59,7 @@ INSTANTIATE_TEST_SUITE_P(SM90, Norms, ::testing::ValuesIn(cases()), [](const ::t
 // aligned address, against the same formula evaluated on the host in double.
 TEST(SM90_Norms, MisalignedPointersFallBackToSingleElements) {
   GMJIT_REQUIRE_SM90();
-  const DeviceInfo device = detail::query_device(0);
+  const DeviceInfo device = gpu_test::device0();
   detail::Context context(0);
   const std::int64_t rows = 3, cols = 4096;
   const Shape shape{{"rows", rows}, {"cols", cols}};
@@ -90,9 +70,7 @@ TEST(SM90_Norms, MisalignedPointersFallBackToSingleElements) {
     const Config config{{"strategy", 1}, {"block", 512}, {"elems", 8}, {"vec", 1}, {"cached", 1}};
     const auto source = codegen::specialize(kernel, shape, "bf16", config);
     ASSERT_NE(source.name_expression.find(", 16, true>"), std::string::npos) << source.name_expression;
-    const auto compiled = codegen::shared_compiler().compile(source, device.arch).module;
-    detail::Module module(compiled->cubin);
-    detail::Kernel loaded = module.kernel(compiled->lowered_name);
+    const auto loaded = gpu_test::load(source, device.arch);
 
     const auto inputs = tuner::random_inputs(kernel, shape, bf16, 7);
     std::vector<detail::DeviceBuffer> buffers;
@@ -108,7 +86,7 @@ TEST(SM90_Norms, MisalignedPointersFallBackToSingleElements) {
     args.add(out.get() + 2);
     kernel.add_scalars(args, shape);
     detail::Stream stream;
-    detail::launch(loaded, kernel.geometry(config, shape, bf16), args, stream.get());
+    detail::launch(*loaded.kernel, kernel.geometry(config, shape, bf16), args, stream.get());
     stream.synchronize();
     std::vector<unsigned char> result(out.bytes());
     out.download(result.data(), result.size());

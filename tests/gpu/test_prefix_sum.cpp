@@ -12,9 +12,9 @@
 #include "codegen/compiler.hpp"
 #include "core/device.hpp"
 #include "core/module.hpp"
+#include "gpu_test_support.hpp"
 #include "require_gpu.hpp"
 #include "templates/registry.hpp"
-#include "tuner/harness.hpp"
 
 namespace gmjit {
 namespace {
@@ -23,24 +23,7 @@ class PrefixSum : public ::testing::TestWithParam<std::int64_t> {};
 
 TEST_P(PrefixSum, EveryConfigMatchesTheReference) {
   GMJIT_REQUIRE_SM90();
-  const Shape shape{{"n", GetParam()}};
-  const auto& kernel = templates::find_kernel("prefix_sum");
-  auto configs = templates::valid_configs(kernel, shape);
-  ASSERT_FALSE(configs.empty());
-  const DeviceInfo device = detail::query_device(0);
-  detail::Context context(0);
-  tuner::Harness harness(kernel, shape, "fp32", device, static_cast<std::uint64_t>(GetParam()));
-  for (const auto& config : configs) {
-    SCOPED_TRACE(format_assignments(shape) + " " + format_assignments(config));
-    const auto source = codegen::specialize(kernel, shape, "fp32", config);
-    const auto compiled = codegen::shared_compiler().compile(source, device.arch).module;
-    detail::Module module(compiled->cubin);
-    detail::Kernel loaded = module.kernel(compiled->lowered_name);
-    const double error = harness.verify(loaded, kernel.geometry(config, shape, templates::dtype_info("fp32")));
-    EXPECT_LE(error, harness.tolerance()) << source.name_expression;
-  }
-  std::printf("[ verified ] %zu prefix_sum configurations at n=%lld\n", configs.size(),
-              static_cast<long long>(GetParam()));
+  gpu_test::verify_every_config("prefix_sum", "fp32", {{"n", GetParam()}});
 }
 
 // One element, a partial tile, many tiles with a partial last one, and the largest benchmark
@@ -57,13 +40,11 @@ TEST(SM90_PrefixSum, UnalignedPointersAndRepeatedLaunches) {
   const std::int64_t n = 1000003;
   const Shape shape{{"n", n}};
   const auto& kernel = templates::find_kernel("prefix_sum");
-  const DeviceInfo device = detail::query_device(0);
+  const DeviceInfo device = gpu_test::device0();
   detail::Context context(0);
   const Config config{{"block", 256}, {"items", 16}};
   const auto source = codegen::specialize(kernel, shape, "fp32", config);
-  const auto compiled = codegen::shared_compiler().compile(source, device.arch).module;
-  detail::Module module(compiled->cubin);
-  detail::Kernel loaded = module.kernel(compiled->lowered_name);
+  const auto loaded = gpu_test::load(source, device.arch);
 
   std::vector<float> host(static_cast<std::size_t>(n));
   for (std::int64_t i = 0; i < n; ++i) host[i] = static_cast<float>((i * 7919) % 1001) / 1000.0f - 0.5f;
@@ -79,7 +60,7 @@ TEST(SM90_PrefixSum, UnalignedPointersAndRepeatedLaunches) {
     y.fill_bytes(0xFF, stream.get());
     detail::KernelArgs args;
     args.add(x.get() + sizeof(float)).add(y.get() + sizeof(float)).add(workspace.get()).add(static_cast<long long>(n));
-    detail::launch(loaded, kernel.geometry(config, shape, templates::dtype_info("fp32")), args, stream.get());
+    detail::launch(*loaded.kernel, kernel.geometry(config, shape, templates::dtype_info("fp32")), args, stream.get());
     stream.synchronize();
     std::vector<float> out(host.size() + 1);
     y.download(out.data(), out.size() * sizeof(float));

@@ -6,14 +6,16 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
-#include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "codegen/compiler.hpp"
 #include "core/device.hpp"
 #include "core/module.hpp"
+#include "gpu_test_support.hpp"
 #include "require_gpu.hpp"
 #include "templates/registry.hpp"
 #include "tuner/harness.hpp"
@@ -21,38 +23,11 @@
 namespace gmjit {
 namespace {
 
-struct Loaded {
-  std::shared_ptr<const codegen::CompiledModule> compiled;
-  std::unique_ptr<detail::Module> module;
-  std::unique_ptr<detail::Kernel> kernel;
-};
-
-Loaded load(const templates::KernelDescriptor& kernel, const Shape& shape, const std::string& dtype,
-            const Config& config, const std::string& arch) {
-  Loaded loaded;
-  loaded.compiled = codegen::shared_compiler().compile(codegen::specialize(kernel, shape, dtype, config), arch).module;
-  loaded.module = std::make_unique<detail::Module>(loaded.compiled->cubin);
-  loaded.kernel = std::make_unique<detail::Kernel>(loaded.module->kernel(loaded.compiled->lowered_name));
-  return loaded;
-}
-
-// Verifies every valid configuration; returns how many ran.
-std::size_t verify_every_config(const std::string& name, const std::string& dtype, const Shape& shape) {
-  const auto& kernel = templates::find_kernel(name);
-  const DeviceInfo device = detail::query_device(0);
-  detail::Context context(0);
+// Inputs seeded from every dimension: histogram shapes share n and differ in contention.
+std::uint64_t seed_of(const Shape& shape) {
   std::uint64_t seed = 17;
   for (const auto& [key, value] : shape) seed = seed * 1000003 + static_cast<std::uint64_t>(value);
-  tuner::Harness harness(kernel, shape, dtype, device, seed);
-  std::size_t ran = 0;
-  for (const auto& config : templates::valid_configs(kernel, shape)) {
-    SCOPED_TRACE(name + " " + format_assignments(shape) + " " + format_assignments(config));
-    auto loaded = load(kernel, shape, dtype, config, device.arch);
-    const double error = harness.verify(*loaded.kernel, kernel.geometry(config, shape, templates::dtype_info(dtype)));
-    EXPECT_LE(error, harness.tolerance());
-    ++ran;
-  }
-  return ran;
+  return seed;
 }
 
 class VectorSum : public ::testing::TestWithParam<std::int64_t> {};
@@ -60,10 +35,7 @@ class VectorSum : public ::testing::TestWithParam<std::int64_t> {};
 TEST_P(VectorSum, EveryConfigMatchesTheHostReference) {
   GMJIT_REQUIRE_SM90();
   const Shape shape{{"n", GetParam()}};
-  const auto expected = templates::valid_configs(templates::find_kernel("vector_sum"), shape).size();
-  ASSERT_GT(expected, 0u);
-  EXPECT_EQ(verify_every_config("vector_sum", "fp32", shape), expected);
-  std::printf("[ verified ] %zu vector_sum configurations at n=%lld\n", expected, static_cast<long long>(GetParam()));
+  gpu_test::verify_every_config("vector_sum", "fp32", shape, seed_of(shape));
 }
 
 INSTANTIATE_TEST_SUITE_P(SM90, VectorSum, ::testing::Values(1, 127, 1000003, 52428800),
@@ -76,10 +48,7 @@ class Histogram : public ::testing::TestWithParam<HistCase> {};
 TEST_P(Histogram, EveryConfigCountsExactly) {
   GMJIT_REQUIRE_SM90();
   const Shape shape{{"n", GetParam().first}, {"contention", GetParam().second}};
-  const auto expected = templates::valid_configs(templates::find_kernel("histogram"), shape).size();
-  ASSERT_GT(expected, 0u);
-  EXPECT_EQ(verify_every_config("histogram", "u8", shape), expected);
-  std::printf("[ verified ] %zu histogram configurations at %s\n", expected, format_assignments(shape).c_str());
+  gpu_test::verify_every_config("histogram", "u8", shape, seed_of(shape));
 }
 
 std::vector<HistCase> histogram_cases() {
@@ -97,6 +66,22 @@ INSTANTIATE_TEST_SUITE_P(SM90, Histogram, ::testing::ValuesIn(histogram_cases())
                            return "n" + std::to_string(info.param.first) + "_c" + std::to_string(info.param.second);
                          });
 
+Shape offset_shape(const std::string& name, std::int64_t n) {
+  return name == "histogram" ? Shape{{"n", n}, {"contention", 1}} : Shape{{"n", n}};
+}
+
+// Each of `configs` at each of `sizes`, compiled on every core while at_every_offset() runs.
+gpu_test::CompileAhead compile_every_size(const std::string& name, const std::string& dtype,
+                                          const std::vector<std::int64_t>& sizes, const std::vector<Config>& configs) {
+  std::vector<codegen::GeneratedSource> sources;
+  for (const std::int64_t n : sizes) {
+    for (const auto& config : configs) {
+      sources.push_back(codegen::specialize(templates::find_kernel(name), offset_shape(name, n), dtype, config));
+    }
+  }
+  return gpu_test::CompileAhead(sources, gpu_test::device0().arch);
+}
+
 // One input buffer, launched at every byte offset in [0, 16) so the head peel and the tail both
 // take every length; one workspace for all launches and configurations, zeroed once.
 template <typename Check>
@@ -104,17 +89,19 @@ void at_every_offset(const std::string& name, const std::string& dtype, std::int
                      const std::vector<unsigned char>& host, std::int64_t element_bytes, std::int64_t output_bytes,
                      const std::vector<Config>& configs, Check check) {
   const auto& kernel = templates::find_kernel(name);
-  const DeviceInfo device = detail::query_device(0);
+  const DeviceInfo device = gpu_test::device0();
   detail::Context context(0);
   detail::Stream stream;
-  const Shape shape = name == "histogram" ? Shape{{"n", n}, {"contention", 1}} : Shape{{"n", n}};
+  const Shape shape = offset_shape(name, n);
   const auto tensors = kernel.tensors(shape);
   detail::DeviceBuffer x(host.size() + 16);
   detail::DeviceBuffer out(static_cast<std::size_t>(output_bytes));
   detail::DeviceBuffer workspace(static_cast<std::size_t>(tensors.at(2).elements) * 4);
   workspace.fill_bytes(0, stream.get());
-  std::vector<Loaded> kernels;
-  for (const auto& config : configs) kernels.push_back(load(kernel, shape, dtype, config, device.arch));
+  std::vector<cache::LoadedBinary> kernels;
+  for (const auto& config : configs) {
+    kernels.push_back(gpu_test::load(codegen::specialize(kernel, shape, dtype, config), device.arch));
+  }
   for (std::int64_t offset = 0; offset < 16; offset += element_bytes) {
     std::vector<unsigned char> shifted(host.size() + 16, 0xAB);
     std::memcpy(shifted.data() + offset, host.data(), static_cast<std::size_t>(n * element_bytes));
@@ -138,7 +125,13 @@ void at_every_offset(const std::string& name, const std::string& dtype, std::int
 TEST(SM90_VectorSum, UnalignedInputsAndASharedWorkspace) {
   GMJIT_REQUIRE_SM90();
   const auto& kernel = templates::find_kernel("vector_sum");
-  for (const std::int64_t n : {1, 2, 3, 4, 5, 7, 127, 4099, 1000003}) {
+  const std::vector<std::int64_t> sizes = {1, 2, 3, 4, 5, 7, 127, 4099, 1000003};
+  // Different grids and block sizes in turn on one workspace: each must leave it clean.
+  const std::vector<Config> configs = {kernel.default_config,
+                                       {{"block", 256}, {"unroll", 1}, {"blocks", 2112}},
+                                       {{"block", 512}, {"unroll", 8}, {"blocks", 264}}};
+  const auto ahead = compile_every_size("vector_sum", "fp32", sizes, configs);
+  for (const std::int64_t n : sizes) {
     std::mt19937 rng(static_cast<unsigned>(n));
     std::uniform_real_distribution<float> dist(-1.0f, 3.0f);
     std::vector<float> values(static_cast<std::size_t>(n));
@@ -149,10 +142,6 @@ TEST(SM90_VectorSum, UnalignedInputsAndASharedWorkspace) {
     }
     std::vector<unsigned char> host(values.size() * 4);
     std::memcpy(host.data(), values.data(), host.size());
-    // Different grids and block sizes in turn on one workspace: each must leave it clean.
-    std::vector<Config> configs = {kernel.default_config,
-                                   {{"block", 256}, {"unroll", 1}, {"blocks", 2112}},
-                                   {{"block", 512}, {"unroll", 8}, {"blocks", 264}}};
     at_every_offset("vector_sum", "fp32", n, host, 4, 4, configs, [&](const std::vector<unsigned char>& out) {
       float got = 0;
       std::memcpy(&got, out.data(), 4);
@@ -165,7 +154,7 @@ TEST(SM90_VectorSum, RepeatedLaunchesAgreeBitForBit) {
   GMJIT_REQUIRE_SM90();
   const auto& kernel = templates::find_kernel("vector_sum");
   const Shape shape{{"n", 52428800}};
-  const DeviceInfo device = detail::query_device(0);
+  const DeviceInfo device = gpu_test::device0();
   detail::Context context(0);
   detail::Stream stream;
   const auto inputs = tuner::random_inputs(kernel, shape, templates::dtype_info("fp32"), 5);
@@ -174,9 +163,9 @@ TEST(SM90_VectorSum, RepeatedLaunchesAgreeBitForBit) {
   detail::DeviceBuffer y(4);
   detail::DeviceBuffer workspace(static_cast<std::size_t>(kernel.tensors(shape).at(2).elements) * 4);
   workspace.fill_bytes(0, stream.get());
-  auto loaded = load(kernel, shape, "fp32", {{"block", 256}, {"unroll", 4}, {"blocks", 2112}}, device.arch);
-  const auto geometry = kernel.geometry({{"block", 256}, {"unroll", 4}, {"blocks", 2112}}, shape,
-                                        templates::dtype_info("fp32"));
+  const Config config{{"block", 256}, {"unroll", 4}, {"blocks", 2112}};
+  const auto loaded = gpu_test::load(codegen::specialize(kernel, shape, "fp32", config), device.arch);
+  const auto geometry = kernel.geometry(config, shape, templates::dtype_info("fp32"));
   std::uint32_t first = 0;
   for (int launch = 0; launch < 20; ++launch) {
     detail::KernelArgs args;
@@ -192,7 +181,12 @@ TEST(SM90_VectorSum, RepeatedLaunchesAgreeBitForBit) {
 
 TEST(SM90_Histogram, UnalignedInputsAndASharedWorkspace) {
   GMJIT_REQUIRE_SM90();
-  for (const std::int64_t n : {1, 15, 16, 17, 31, 33, 127, 4099, 1000003}) {
+  const std::vector<std::int64_t> sizes = {1, 15, 16, 17, 31, 33, 127, 4099, 1000003};
+  const std::vector<Config> configs = {{{"block", 1024}, {"stripes", 32}, {"unroll", 2}, {"blocks", 132}},
+                                       {{"block", 256}, {"stripes", 1}, {"unroll", 1}, {"blocks", 1056}},
+                                       {{"block", 512}, {"stripes", 8}, {"unroll", 4}, {"blocks", 264}}};
+  const auto ahead = compile_every_size("histogram", "u8", sizes, configs);
+  for (const std::int64_t n : sizes) {
     std::mt19937 rng(static_cast<unsigned>(n));
     std::vector<unsigned char> host(static_cast<std::size_t>(n));
     std::vector<std::uint32_t> expected(256, 0);
@@ -200,9 +194,6 @@ TEST(SM90_Histogram, UnalignedInputsAndASharedWorkspace) {
       b = static_cast<unsigned char>(rng() % 3 == 0 ? 7 : rng() & 0xff);
       ++expected[b];
     }
-    std::vector<Config> configs = {{{"block", 1024}, {"stripes", 32}, {"unroll", 2}, {"blocks", 132}},
-                                   {{"block", 256}, {"stripes", 1}, {"unroll", 1}, {"blocks", 1056}},
-                                   {{"block", 512}, {"stripes", 8}, {"unroll", 4}, {"blocks", 264}}};
     at_every_offset("histogram", "u8", n, host, 1, 1024, configs, [&](const std::vector<unsigned char>& out) {
       std::vector<std::uint32_t> counts(256);
       std::memcpy(counts.data(), out.data(), 1024);

@@ -3,11 +3,9 @@
 // that a problem's second launch does no cache work.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-#include <unistd.h>
 
 #include <atomic>
 #include <cmath>
-#include <filesystem>
 #include <random>
 #include <string>
 #include <thread>
@@ -18,14 +16,13 @@
 #include "gmjit/runtime.hpp"
 #include "core/device.hpp"
 #include "require_gpu.hpp"
+#include "runtime_fixture.hpp"
 #include "templates/registry.hpp"
 #include "cache/binaries.hpp"
 #include "cache/keys.hpp"
 
 namespace gmjit {
 namespace {
-
-namespace fs = std::filesystem;
 
 std::vector<float> random_values(std::size_t count, std::uint32_t seed) {
   std::mt19937 rng(seed);
@@ -107,23 +104,8 @@ double tolerance(const std::string& kernel, const Shape& shape) {
   return templates::find_kernel(kernel).tolerance(templates::dtype_info("fp32"), shape);
 }
 
-class RuntimeGpu : public ::testing::Test {
+class RuntimeGpu : public testing::RuntimeTest {
  protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "gmjit-runtime-gpu-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
-    db_ = dir_ / "gmjit.db";
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  RuntimeOptions options(MissPolicy policy) const {
-    RuntimeOptions o;
-    o.db_path = db_.string();
-    o.miss_policy = policy;
-    return o;
-  }
-
   // Records `config` as the winner of a problem on device 0, with its compiled cubin in the
   // binary cache, as a sweep would leave it.
   void put_winner(const std::string& kernel_name, const Shape& shape, const Config& config) {
@@ -146,9 +128,6 @@ class RuntimeGpu : public ::testing::Test {
         store,
         *codegen::shared_compiler().compile(codegen::specialize(kernel, shape, dtype, config), device.arch).module);
   }
-
-  fs::path dir_;
-  fs::path db_;
 };
 
 TEST_F(RuntimeGpu, DefaultConfigLaunchesMatchTheReferenceAndTheSecondLaunchIsAMemoryHit) {

@@ -1,18 +1,13 @@
 #include <gtest/gtest.h>
 
-#include <memory>
+#include <cstdint>
 #include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
 
-#include "codegen/compiler.hpp"
-#include "gmjit/error.hpp"
-#include "core/device.hpp"
-#include "core/module.hpp"
+#include "gpu_test_support.hpp"
 #include "require_gpu.hpp"
-#include "templates/registry.hpp"
-#include "tuner/harness.hpp"
 
 namespace gmjit {
 namespace {
@@ -26,28 +21,8 @@ class Softmax : public ::testing::TestWithParam<Case> {};
 TEST_P(Softmax, EveryConfigMatchesTheReference) {
   GMJIT_REQUIRE_SM90();
   const auto& [dtype, rows, cols] = GetParam();
-  const Shape shape{{"rows", rows}, {"cols", cols}};
-  const auto& kernel = templates::find_kernel("softmax");
-  const auto configs = templates::valid_configs(kernel, shape);
-  ASSERT_FALSE(configs.empty());
-  const DeviceInfo device = detail::query_device(0);
-  detail::Context context(0);
-  auto harness =
-      std::make_unique<tuner::Harness>(kernel, shape, dtype, device, static_cast<std::uint64_t>(rows * 131 + cols));
-  std::size_t ran = 0;
-  for (const auto& config : configs) {
-    SCOPED_TRACE(dtype + " " + format_assignments(shape) + " " + format_assignments(config));
-    const auto source = codegen::specialize(kernel, shape, dtype, config);
-    const auto compiled = codegen::shared_compiler().compile(source, device.arch).module;
-    detail::Module module(compiled->cubin);
-    detail::Kernel loaded = module.kernel(compiled->lowered_name);
-    const double error = harness->verify(loaded, kernel.geometry(config, shape, templates::dtype_info(dtype)));
-    EXPECT_LE(error, harness->tolerance()) << source.name_expression;
-    ++ran;
-  }
-  EXPECT_EQ(ran, configs.size());
-  std::printf("[ verified ] %zu softmax %s configurations at %s\n", ran, dtype.c_str(),
-              format_assignments(shape).c_str());
+  gpu_test::verify_every_config("softmax", dtype, {{"rows", rows}, {"cols", cols}},
+                                static_cast<std::uint64_t>(rows * 131 + cols));
 }
 
 // Single elements, odd rows, rows that are not whole chunks, one long row, and rows longer than

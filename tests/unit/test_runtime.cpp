@@ -1,7 +1,6 @@
 // gmjit::Runtime without a GPU: names, pointer conversions, and every check that must happen
 // before the device or the cache is touched (they pass the same way on a GPU machine).
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdint>
 #include <filesystem>
@@ -10,6 +9,7 @@
 
 #include "cache_test_support.hpp"
 #include "gmjit/runtime.hpp"
+#include "runtime_fixture.hpp"
 
 namespace gmjit {
 namespace {
@@ -49,26 +49,7 @@ TEST(RuntimeNames, DevicePtrTakesPointersAndIntegers) {
   EXPECT_EQ(view[2].address(), cu_deviceptr);
 }
 
-class RuntimeChecks : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "gmjit-runtime-test-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
-    db_ = dir_ / "gmjit.db";
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  RuntimeOptions options(MissPolicy policy) const {
-    RuntimeOptions o;
-    o.db_path = db_.string();
-    o.miss_policy = policy;
-    return o;
-  }
-
-  fs::path dir_;
-  fs::path db_;
-};
+class RuntimeChecks : public testing::RuntimeTest {};
 
 TEST_F(RuntimeChecks, ConstructionTouchesNeitherDeviceNorCache) {
   Runtime runtime(options(MissPolicy::nearest));
