@@ -60,12 +60,6 @@ Kernel Module::kernel(const std::string& lowered_name) const {
   return Kernel(function, lowered_name);
 }
 
-void** KernelArgs::pointers() {
-  pointers_.clear();
-  for (auto& slot : slots_) pointers_.push_back(slot.bytes);
-  return pointers_.data();
-}
-
 void prepare_launch(Kernel& kernel, const LaunchGeometry& geometry) {
   const auto threads = geometry.threads_per_block();
   const auto limit = static_cast<std::uint64_t>(kernel.attributes().max_threads_per_block);

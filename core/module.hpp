@@ -2,14 +2,13 @@
 // Loaded code: a module from a cubin, a kernel in it by its lowered name, its attributes, and a
 // typed launch on a stream.
 
-#include <cstring>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "gmjit/types.hpp"
 #include "core/driver.hpp"
+#include "core/kernel_args.hpp"
 
 namespace gmjit::detail {
 
@@ -56,30 +55,6 @@ class Module {
 
  private:
   CUmodule module_ = nullptr;
-};
-
-// Kernel arguments by value, in order, each kept in its own aligned slot so cuLaunchKernel can
-// read it through a pointer.
-class KernelArgs {
- public:
-  template <typename T>
-  KernelArgs& add(const T& value) {
-    static_assert(std::is_trivially_copyable_v<T>, "kernel arguments are copied bytewise");
-    static_assert(sizeof(T) <= sizeof(Slot) && alignof(T) <= alignof(Slot), "argument too large");
-    Slot slot{};
-    std::memcpy(slot.bytes, &value, sizeof(T));
-    slots_.push_back(slot);
-    return *this;
-  }
-  std::size_t size() const { return slots_.size(); }
-  void** pointers();
-
- private:
-  struct alignas(16) Slot {
-    unsigned char bytes[16];
-  };
-  std::vector<Slot> slots_;
-  std::vector<void*> pointers_;
 };
 
 // Checks the geometry against the kernel's limits (Error(device_limit)), then launches

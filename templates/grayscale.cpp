@@ -1,8 +1,6 @@
 #include <fmt/format.h>
 
-#include <algorithm>
-
-#include "templates/registry.hpp"
+#include "templates/builtin.hpp"
 
 namespace gmjit::templates {
 namespace {
@@ -13,8 +11,6 @@ constexpr const char* kConstraints =
 std::int64_t pixel_count(const Shape& s) { return s.at("h") * s.at("w"); }
 
 std::int64_t tile_pixels(const Config& c) { return c.at("block") * c.at("pixels"); }
-
-}  // namespace
 
 KernelDescriptor grayscale_descriptor() {
   KernelDescriptor d;
@@ -51,23 +47,14 @@ KernelDescriptor grayscale_descriptor() {
                        c.at("staged") != 0 ? "true" : "false");
   };
   d.geometry = [](const Config& c, const Shape& s, const DtypeInfo&) {
-    LaunchGeometry g;
-    const std::int64_t tiles = ceil_div(pixel_count(s), tile_pixels(c));
-    g.grid[0] = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(tiles, c.at("tiles")), 2147483647));
-    g.block[0] = static_cast<unsigned>(c.at("block"));
-    return g;
+    return grid_stride_launch(ceil_div(pixel_count(s), tile_pixels(c)), c.at("tiles"), c.at("block"));
   };
   d.tensors = [](const Shape& s) {
     return std::vector<TensorArg>{{"rgb", 3 * pixel_count(s), false}, {"out", pixel_count(s), true}};
   };
   d.add_scalars = [](detail::KernelArgs& args, const Shape& s) { args.add(static_cast<long long>(pixel_count(s))); };
   d.reference_expression = [](const DtypeInfo&) { return std::string("gmjit::reference::grayscale"); };
-  d.reference_geometry = [](const Shape& s) {
-    LaunchGeometry g;
-    g.grid[0] = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(pixel_count(s), 256), 65535));
-    g.block[0] = 256;
-    return g;
-  };
+  d.reference_geometry = [](const Shape& s) { return reference_launch(ceil_div(pixel_count(s), 256)); };
   d.work = [](const Config& c, const Shape& s, const DtypeInfo&) {
     Work w;
     // 12 bytes of RGB in, 4 bytes out per pixel; 3 multiplies and 2 adds.
@@ -80,8 +67,11 @@ KernelDescriptor grayscale_descriptor() {
   };
   // Rounding the coefficients to float and two fused steps cost a few ulps; a wrong channel
   // order or a skipped quad is off by tens of percent.
-  d.tolerance = [](const DtypeInfo&, const Shape&) { return 1e-6; };
+  d.tolerance = fixed_tolerance(1e-6);
   return d;
 }
 
+const BuiltinKernel registered(30, grayscale_descriptor);
+
+}  // namespace
 }  // namespace gmjit::templates

@@ -3,23 +3,14 @@
 #include <algorithm>
 #include <cmath>
 
-#include "templates/registry.hpp"
+#include "templates/builtin.hpp"
 
 namespace gmjit::templates {
 namespace {
 
 // 256 accumulator words, the completion counter, padding to 16 bytes.
 constexpr std::int64_t kWorkspaceWords = 256 + 4;
-const std::vector<std::int64_t> kBlocks = {132, 264, 528, 1056};
-
-// Block steps (kBlock * kUnroll 16-byte vectors each) that cover x.
-std::int64_t block_steps(const Config& c, const Shape& s) {
-  return std::max<std::int64_t>(1, ceil_div(ceil_div(s.at("n"), 16), c.at("block") * c.at("unroll")));
-}
-
-std::int64_t grid_size(const Config& c, const Shape& s) { return std::min(c.at("blocks"), block_steps(c, s)); }
-
-}  // namespace
+const PersistentGrid kGrid({132, 264, 528, 1056}, 16, "16 bytes");
 
 KernelDescriptor histogram_descriptor() {
   KernelDescriptor d;
@@ -40,43 +31,26 @@ KernelDescriptor histogram_descriptor() {
        "same-address collisions at any input (32 KiB of shared memory per block), 1 is 1 KiB but serializes "
        "on repeated values"},
       {"unroll", {1, 2, 4}, "16-byte loads each thread issues before it counts (memory-level parallelism)"},
-      {"blocks", kBlocks, "grid size (132 SMs on an H200), capped where x runs out"},
+      {"blocks", kGrid.blocks(), "grid size (132 SMs on an H200), capped where x runs out"},
   };
   d.default_config = {{"block", 1024}, {"stripes", 32}, {"unroll", 2}, {"blocks", 132}};
-  d.constraints_doc = "n < 2^32 (u32 counts); blocks above 132 only where x has "
-                      "more block steps (block * unroll * 16 bytes each) than the next smaller blocks value, since a "
-                      "grid capped to the data would repeat that configuration";
+  d.constraints_doc = "n < 2^32 (u32 counts); " + kGrid.constraints_doc();
   d.violation = [](const Config& c, const Shape& s) -> std::string {
     if (s.at("n") >= (std::int64_t{1} << 32)) {
       return fmt::format("n={} could overflow a u32 count (n < 2^32)", s.at("n"));
     }
-    const auto smaller = std::find(kBlocks.begin(), kBlocks.end(), c.at("blocks"));
-    if (smaller == kBlocks.begin() || smaller == kBlocks.end()) return {};
-    const std::int64_t steps = block_steps(c, s);
-    if (steps <= *(smaller - 1)) {
-      // The one blocks value kept for this grid: the smallest that is not capped below itself.
-      const std::int64_t kept = *std::lower_bound(kBlocks.begin(), smaller, steps);
-      return fmt::format("blocks={} launches only {} blocks at n={} (block={} x unroll={} x 16 bytes per block "
-                         "step), as blocks={} does",
-                         c.at("blocks"), steps, s.at("n"), c.at("block"), c.at("unroll"), kept);
-    }
-    return {};
+    return kGrid.violation(c, s);
   };
   d.name_expression = [](const Config& c, const Shape&, const DtypeInfo&) {
     return fmt::format("gmjit::histogram<{}, {}, {}>", c.at("block"), c.at("stripes"), c.at("unroll"));
   };
-  d.geometry = [](const Config& c, const Shape& s, const DtypeInfo&) {
-    LaunchGeometry g;
-    g.grid[0] = static_cast<unsigned>(grid_size(c, s));
-    g.block[0] = static_cast<unsigned>(c.at("block"));
-    return g;
-  };
+  d.geometry = [](const Config& c, const Shape& s, const DtypeInfo&) { return kGrid.launch(c, s); };
   d.tensors = [](const Shape& s) {
     return std::vector<TensorArg>{{"x", s.at("n"), false, "u8"},
                                   {"counts", 256, true, "u32"},
                                   {"workspace", kWorkspaceWords, false, "u32", true}};
   };
-  d.add_scalars = [](detail::KernelArgs& args, const Shape& s) { args.add(static_cast<long long>(s.at("n"))); };
+  d.add_scalars = long_sizes({"n"});
   // GPU MODE's histogram data: with probability contention% a byte is the tensor's hot value,
   // otherwise uniform in 0..255. The hot decision takes the high 32 bits, the byte the low 8.
   d.input_value = [](const Shape& s, std::size_t, std::uint64_t tensor_bits, std::uint64_t element_bits) {
@@ -106,8 +80,11 @@ KernelDescriptor histogram_descriptor() {
     return w;
   };
   // Counts are whole numbers: anything but an exact match is wrong.
-  d.tolerance = [](const DtypeInfo&, const Shape&) { return 0.0; };
+  d.tolerance = fixed_tolerance(0.0);
   return d;
 }
 
+const BuiltinKernel registered(90, histogram_descriptor);
+
+}  // namespace
 }  // namespace gmjit::templates

@@ -344,6 +344,18 @@ const json& require_array(const json& j, const std::string& path) {
   return j;
 }
 
+// Calls each(element, its path) for every element of the array j at `path`, each an object
+// with no field outside `known`.
+template <typename Each>
+void for_each_object(const json& j, const std::string& path, std::initializer_list<const char*> known, Each each) {
+  const json& array = require_array(j, path);
+  for (std::size_t i = 0; i < array.size(); ++i) {
+    const std::string at = index_path(path, i);
+    only_fields(require_object(array[i], at), at, known);
+    each(array[i], at);
+  }
+}
+
 std::string require_string(const json& j, const std::string& path) {
   if (!j.is_string()) fail(path, fmt::format("expected a string, got {}", j.dump()));
   return j.get<std::string>();
@@ -481,14 +493,10 @@ KernelDescriptor parse_manifest(const std::string& manifest_json, const std::str
   }
 
   if (root.contains("params")) {
-    const json& params = require_array(root["params"], "params");
-    for (std::size_t i = 0; i < params.size(); ++i) {
-      const std::string at = index_path("params", i);
-      require_object(params[i], at);
-      only_fields(params[i], at, {"name", "values", "doc"});
+    for_each_object(root["params"], "params", {"name", "values", "doc"}, [&](const json& item, const auto& at) {
       ParamDomain p;
-      p.name = claim_name(require(params[i], at, "name"), at + ".name", taken);
-      const json& values = require_array(require(params[i], at, "values"), at + ".values");
+      p.name = claim_name(require(item, at, "name"), at + ".name", taken);
+      const json& values = require_array(require(item, at, "values"), at + ".values");
       if (values.empty()) fail(at + ".values", "a parameter needs at least one value");
       for (std::size_t v = 0; v < values.size(); ++v) {
         const std::int64_t value = require_integer(values[v], index_path(at + ".values", v));
@@ -497,10 +505,10 @@ KernelDescriptor parse_manifest(const std::string& manifest_json, const std::str
         }
         p.values.push_back(value);
       }
-      if (params[i].contains("doc")) p.doc = require_string(params[i]["doc"], at + ".doc");
+      if (item.contains("doc")) p.doc = require_string(item["doc"], at + ".doc");
       m->params.push_back(p.name);
       d.params.push_back(std::move(p));
-    }
+    });
   }
 
   for (const auto& p : d.params) d.default_config[p.name] = p.values.front();
@@ -524,17 +532,13 @@ KernelDescriptor parse_manifest(const std::string& manifest_json, const std::str
 
   std::vector<std::string> messages;
   if (root.contains("constraints")) {
-    const json& constraints = require_array(root["constraints"], "constraints");
-    for (std::size_t i = 0; i < constraints.size(); ++i) {
-      const std::string at = index_path("constraints", i);
-      require_object(constraints[i], at);
-      only_fields(constraints[i], at, {"rule", "message"});
-      Field rule = parse_field(require(constraints[i], at, "rule"), at + ".rule", config_scope);
-      std::string message = require_string(require(constraints[i], at, "message"), at + ".message");
+    for_each_object(root["constraints"], "constraints", {"rule", "message"}, [&](const json& item, const auto& at) {
+      Field rule = parse_field(require(item, at, "rule"), at + ".rule", config_scope);
+      std::string message = require_string(require(item, at, "message"), at + ".message");
       if (message.empty()) fail(at + ".message", "empty");
       messages.push_back(message);
       m->constraints.emplace_back(std::move(rule), std::move(message));
-    }
+    });
   }
   d.constraints_doc = messages.empty() ? "none beyond the domains" : fmt::format("{}", fmt::join(messages, "; "));
 
@@ -549,36 +553,29 @@ KernelDescriptor parse_manifest(const std::string& manifest_json, const std::str
 
   m->geometry = parse_geometry(require(root, "", "geometry"), "geometry", launch_scope);
 
-  const json& tensors = require_array(require(root, "", "tensors"), "tensors");
   std::set<std::string> arg_names;
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    const std::string at = index_path("tensors", i);
-    require_object(tensors[i], at);
-    only_fields(tensors[i], at, {"name", "elements", "output"});
+  const json& tensors = require(root, "", "tensors");
+  for_each_object(tensors, "tensors", {"name", "elements", "output"}, [&](const json& item, const auto& at) {
     TensorSpec t;
-    t.name = require_identifier(require(tensors[i], at, "name"), at + ".name");
+    t.name = require_identifier(require(item, at, "name"), at + ".name");
     if (!arg_names.insert(t.name).second) fail(at + ".name", "'" + t.name + "' repeats");
-    t.elements = parse_field(require(tensors[i], at, "elements"), at + ".elements", shape_scope);
-    const json& output = require(tensors[i], at, "output");
+    t.elements = parse_field(require(item, at, "elements"), at + ".elements", shape_scope);
+    const json& output = require(item, at, "output");
     if (!output.is_boolean()) fail(at + ".output", fmt::format("expected true or false, got {}", output.dump()));
     t.output = output.get<bool>();
     if (!t.output && !m->tensors.empty() && m->tensors.back().output) {
       fail(at, "inputs come before outputs (kernel argument order)");
     }
     m->tensors.push_back(std::move(t));
-  }
+  });
   if (m->tensors.empty() || !m->tensors.back().output) fail("tensors", "a kernel needs at least one output tensor");
 
   if (root.contains("scalars")) {
-    const json& scalars = require_array(root["scalars"], "scalars");
-    for (std::size_t i = 0; i < scalars.size(); ++i) {
-      const std::string at = index_path("scalars", i);
-      require_object(scalars[i], at);
-      only_fields(scalars[i], at, {"name", "type", "value"});
+    for_each_object(root["scalars"], "scalars", {"name", "type", "value"}, [&](const json& item, const auto& at) {
       ScalarSpec s;
-      s.name = require_identifier(require(scalars[i], at, "name"), at + ".name");
+      s.name = require_identifier(require(item, at, "name"), at + ".name");
       if (!arg_names.insert(s.name).second) fail(at + ".name", "'" + s.name + "' repeats");
-      const std::string type = require_string(require(scalars[i], at, "type"), at + ".type");
+      const std::string type = require_string(require(item, at, "type"), at + ".type");
       if (type == "i32") {
         s.type = ScalarType::i32;
       } else if (type == "i64") {
@@ -588,9 +585,9 @@ KernelDescriptor parse_manifest(const std::string& manifest_json, const std::str
       } else {
         fail(at + ".type", fmt::format("'{}' is not i32, i64 or f32", type));
       }
-      s.value = parse_field(require(scalars[i], at, "value"), at + ".value", shape_scope);
+      s.value = parse_field(require(item, at, "value"), at + ".value", shape_scope);
       m->scalars.push_back(std::move(s));
-    }
+    });
   }
 
   if (root.contains("reference")) {

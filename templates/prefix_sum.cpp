@@ -1,6 +1,6 @@
 #include <fmt/format.h>
 
-#include "templates/registry.hpp"
+#include "templates/builtin.hpp"
 
 namespace gmjit::templates {
 namespace {
@@ -12,14 +12,6 @@ constexpr std::int64_t kSmallestTile = 128 * 8;
 std::int64_t tile(const Config& c) { return c.at("block") * c.at("items"); }
 // A block stages its tile with one pad word in 33.
 std::int64_t staged_bytes(const Config& c) { return tile(c) * 4 * 33 / 32; }
-
-}  // namespace
-
-std::int64_t prefix_sum_workspace_words(std::int64_t n) {
-  const std::int64_t tiles = ceil_div(n, kSmallestTile);
-  // The epoch, three words of padding, then per tile two 64-bit words (status and value).
-  return 4 + 4 * tiles;
-}
 
 KernelDescriptor prefix_sum_descriptor() {
   KernelDescriptor d;
@@ -35,23 +27,19 @@ KernelDescriptor prefix_sum_descriptor() {
   };
   d.default_config = {{"block", 256}, {"items", 16}};
   // Every combination fits: the largest staged tile is 66 KB of the 227 KB a block may hold.
-  d.constraints_doc = "none beyond the domains";
-  d.violation = [](const Config&, const Shape&) { return std::string(); };
+  d.constraints_doc = kNoConstraints;
+  d.violation = no_violation;
   d.name_expression = [](const Config& c, const Shape&, const DtypeInfo&) {
     return fmt::format("gmjit::prefix_sum<{}, {}>", c.at("block"), c.at("items"));
   };
   d.geometry = [](const Config& c, const Shape& s, const DtypeInfo&) {
-    LaunchGeometry g;
-    g.grid[0] = static_cast<unsigned>(ceil_div(s.at("n"), tile(c)));
-    g.block[0] = static_cast<unsigned>(c.at("block"));
-    g.dynamic_shared_bytes = static_cast<unsigned>(staged_bytes(c));
-    return g;
+    return linear_launch(ceil_div(s.at("n"), tile(c)), c.at("block"), staged_bytes(c));
   };
   d.tensors = [](const Shape& s) {
     TensorArg workspace{"workspace", prefix_sum_workspace_words(s.at("n")), false, "u32", true};
     return std::vector<TensorArg>{{"x", s.at("n"), false}, {"y", s.at("n"), true}, workspace};
   };
-  d.add_scalars = [](detail::KernelArgs& args, const Shape& s) { args.add(static_cast<long long>(s.at("n"))); };
+  d.add_scalars = long_sizes({"n"});
   d.host_reference = [](const std::vector<std::vector<double>>& inputs, const Shape&) {
     std::vector<double> scan(inputs.at(0).size());
     double running = 0;
@@ -70,8 +58,18 @@ KernelDescriptor prefix_sum_descriptor() {
   // roundings of in-tile sums (tens at most) against prefixes that grow like 0.6 sqrt(i): near
   // 1e-7 in relative L2, far inside the 1e-5 sqrt(n) per element. A dropped element shifts
   // every later prefix by at least 1/16, about 2.4 / 16 / sqrt(n) in relative L2: 9e-6 at n = 2^28.
-  d.tolerance = [](const DtypeInfo&, const Shape&) { return 1e-6; };
+  d.tolerance = fixed_tolerance(1e-6);
   return d;
+}
+
+const BuiltinKernel registered(100, prefix_sum_descriptor);
+
+}  // namespace
+
+std::int64_t prefix_sum_workspace_words(std::int64_t n) {
+  const std::int64_t tiles = ceil_div(n, kSmallestTile);
+  // The epoch, three words of padding, then per tile two 64-bit words (status and value).
+  return 4 + 4 * tiles;
 }
 
 }  // namespace gmjit::templates

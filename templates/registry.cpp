@@ -11,6 +11,7 @@
 #include <mutex>
 #include <set>
 #include <shared_mutex>
+#include <tuple>
 
 #include "gmjit/error.hpp"
 
@@ -129,19 +130,49 @@ struct CatalogStore {
   std::deque<std::vector<KernelDescriptor>> snapshots;
 };
 
+struct Registration {
+  int position;
+  KernelDescriptor (*describe)();
+};
+
+// A function-local static, so registrations from other translation units' static initializers
+// find it constructed whatever the order in which those run.
+std::vector<Registration>& registrations() {
+  static std::vector<Registration> list;
+  return list;
+}
+
+std::vector<KernelDescriptor> builtin_kernels() {
+  std::vector<std::pair<int, KernelDescriptor>> described;
+  for (const auto& registration : registrations()) {
+    described.emplace_back(registration.position, registration.describe());
+  }
+  std::sort(described.begin(), described.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.first, a.second.name) < std::tie(b.first, b.second.name);
+  });
+  std::vector<KernelDescriptor> kernels;
+  std::set<std::string> names;
+  for (auto& [position, kernel] : described) {
+    if (!names.insert(kernel.name).second) {
+      throw Error(ErrorKind::usage, 0, fmt::format("two built-in kernels are named '{}'", kernel.name));
+    }
+    kernels.push_back(std::move(kernel));
+  }
+  return kernels;
+}
+
 CatalogStore& catalog_store() {
   static CatalogStore store;
   static std::once_flag filled;
-  std::call_once(filled, [] {
-    store.snapshots.push_back({vector_add_descriptor(), sgemm_descriptor(), grayscale_descriptor(),
-                               transpose_descriptor(), softmax_descriptor(), rmsnorm_descriptor(),
-                               layernorm_descriptor(), vector_sum_descriptor(), histogram_descriptor(),
-                               prefix_sum_descriptor()});
-  });
+  std::call_once(filled, [] { store.snapshots.push_back(builtin_kernels()); });
   return store;
 }
 
 }  // namespace
+
+BuiltinKernel::BuiltinKernel(int position, KernelDescriptor (*describe)()) {
+  registrations().push_back({position, describe});
+}
 
 const std::vector<KernelDescriptor>& catalog() {
   auto& store = catalog_store();

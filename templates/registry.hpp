@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "gmjit/types.hpp"
-#include "core/module.hpp"
+#include "core/kernel_args.hpp"
 
 namespace gmjit::templates {
 
@@ -156,17 +156,16 @@ std::vector<Config> all_configs(const KernelDescriptor& kernel);
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b);
 
-// Descriptors defined beside each template.
-KernelDescriptor vector_add_descriptor();
-KernelDescriptor sgemm_descriptor();
-KernelDescriptor grayscale_descriptor();
-KernelDescriptor transpose_descriptor();
-KernelDescriptor softmax_descriptor();
-KernelDescriptor rmsnorm_descriptor();
-KernelDescriptor layernorm_descriptor();
-KernelDescriptor vector_sum_descriptor();
-KernelDescriptor histogram_descriptor();
-KernelDescriptor prefix_sum_descriptor();
+// Adds a built-in kernel to the catalog. Each kernel's .cpp defines one at namespace scope, so
+// the catalog is whatever the build compiled in: templates/CMakeLists.txt globs the sources and
+// links every object, also those that nothing else references. The catalog, and so `gmtune
+// list`, orders the built-ins by `position` (then by name), which keeps related kernels together
+// (softmax, rmsnorm, layernorm) whatever the link order; a new kernel takes an unused one.
+// `describe` runs on the first use of the catalog, not during static initialization.
+struct BuiltinKernel {
+  BuiltinKernel(int position, KernelDescriptor (*describe)());
+};
+
 // Words of prefix_sum's workspace for n elements, the same for every configuration.
 std::int64_t prefix_sum_workspace_words(std::int64_t n);
 

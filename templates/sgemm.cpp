@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "templates/registry.hpp"
+#include "templates/builtin.hpp"
 
 namespace gmjit::templates {
 namespace {
@@ -14,8 +14,6 @@ constexpr const char* kConstraints = "threads = (bm/tm)*(bn/tn) in [32, 1024]; (
 bool even_tiles(const Config& c, const Shape& s) {
   return s.at("m") % c.at("bm") == 0 && s.at("n") % c.at("bn") == 0 && s.at("k") % c.at("bk") == 0;
 }
-
-}  // namespace
 
 KernelDescriptor sgemm_descriptor() {
   KernelDescriptor d;
@@ -101,4 +99,7 @@ KernelDescriptor sgemm_descriptor() {
   return d;
 }
 
+const BuiltinKernel registered(20, sgemm_descriptor);
+
+}  // namespace
 }  // namespace gmjit::templates

@@ -1,8 +1,6 @@
 #include <fmt/format.h>
 
-#include <algorithm>
-
-#include "templates/registry.hpp"
+#include "templates/builtin.hpp"
 
 namespace gmjit::templates {
 namespace {
@@ -12,8 +10,6 @@ constexpr const char* kConstraints = "tile * (tile / rows_per_thread) <= 1024 th
 std::int64_t tile_count(const Config& c, const Shape& s) {
   return ceil_div(s.at("rows"), c.at("tile")) * ceil_div(s.at("cols"), c.at("tile"));
 }
-
-}  // namespace
 
 KernelDescriptor transpose_descriptor() {
   KernelDescriptor d;
@@ -51,16 +47,9 @@ KernelDescriptor transpose_descriptor() {
     const std::int64_t elements = s.at("rows") * s.at("cols");
     return std::vector<TensorArg>{{"in", elements, false}, {"out", elements, true}};
   };
-  d.add_scalars = [](detail::KernelArgs& args, const Shape& s) {
-    args.add(static_cast<long long>(s.at("rows"))).add(static_cast<long long>(s.at("cols")));
-  };
+  d.add_scalars = long_sizes({"rows", "cols"});
   d.reference_expression = [](const DtypeInfo&) { return std::string("gmjit::reference::transpose"); };
-  d.reference_geometry = [](const Shape& s) {
-    LaunchGeometry g;
-    g.grid[0] = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(s.at("rows") * s.at("cols"), 256), 65535));
-    g.block[0] = 256;
-    return g;
-  };
+  d.reference_geometry = [](const Shape& s) { return reference_launch(ceil_div(s.at("rows") * s.at("cols"), 256)); };
   d.work = [](const Config& c, const Shape& s, const DtypeInfo& t) {
     Work w;
     w.bytes = 2.0 * static_cast<double>(s.at("rows") * s.at("cols")) * t.bytes;
@@ -69,8 +58,11 @@ KernelDescriptor transpose_descriptor() {
     return w;
   };
   // A copy: every element must come back bit for bit.
-  d.tolerance = [](const DtypeInfo&, const Shape&) { return 0.0; };
+  d.tolerance = fixed_tolerance(0.0);
   return d;
 }
 
+const BuiltinKernel registered(40, transpose_descriptor);
+
+}  // namespace
 }  // namespace gmjit::templates

@@ -1,11 +1,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
 
-#include "templates/registry.hpp"
+#include "templates/builtin.hpp"
 
 namespace gmjit::templates {
+namespace {
 
 KernelDescriptor vector_add_descriptor() {
   KernelDescriptor d;
@@ -20,31 +20,22 @@ KernelDescriptor vector_add_descriptor() {
       {"vec_bytes", {4, 8, 16}, "bytes per vector access"},
   };
   d.default_config = {{"block", 256}, {"items", 4}, {"vec_bytes", 16}};
-  d.constraints_doc = "none beyond the domains";
-  d.violation = [](const Config&, const Shape&) { return std::string(); };
+  d.constraints_doc = kNoConstraints;
+  d.violation = no_violation;
   d.name_expression = [](const Config& c, const Shape&, const DtypeInfo& t) {
     return fmt::format("gmjit::vector_add<{}, {}, {}, {}>", t.cpp_type, c.at("block"), c.at("items"),
                        c.at("vec_bytes"));
   };
   d.geometry = [](const Config& c, const Shape& s, const DtypeInfo& t) {
     const std::int64_t per_block = c.at("block") * c.at("items") * std::max<std::int64_t>(1, c.at("vec_bytes") / t.bytes);
-    LaunchGeometry g;
-    // The kernel loops grid-stride, so capping the grid keeps every size launchable.
-    g.grid[0] = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(s.at("n"), per_block), 2147483647));
-    g.block[0] = static_cast<unsigned>(c.at("block"));
-    return g;
+    return grid_stride_launch(s.at("n"), per_block, c.at("block"));
   };
   d.tensors = [](const Shape& s) {
     return std::vector<TensorArg>{{"a", s.at("n"), false}, {"b", s.at("n"), false}, {"c", s.at("n"), true}};
   };
-  d.add_scalars = [](detail::KernelArgs& args, const Shape& s) { args.add(static_cast<long long>(s.at("n"))); };
+  d.add_scalars = long_sizes({"n"});
   d.reference_expression = [](const DtypeInfo& t) { return fmt::format("gmjit::reference::vector_add<{}>", t.cpp_type); };
-  d.reference_geometry = [](const Shape& s) {
-    LaunchGeometry g;
-    g.grid[0] = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(s.at("n"), 256), 65535));
-    g.block[0] = 256;
-    return g;
-  };
+  d.reference_geometry = [](const Shape& s) { return reference_launch(ceil_div(s.at("n"), 256)); };
   // One rounding of the sum: half an ulp relative, with headroom.
   d.work = [](const Config& c, const Shape& s, const DtypeInfo& t) {
     Work w;
@@ -58,4 +49,7 @@ KernelDescriptor vector_add_descriptor() {
   return d;
 }
 
+const BuiltinKernel registered(10, vector_add_descriptor);
+
+}  // namespace
 }  // namespace gmjit::templates

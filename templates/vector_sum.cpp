@@ -1,9 +1,8 @@
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cmath>
 
-#include "templates/registry.hpp"
+#include "templates/builtin.hpp"
 
 namespace gmjit::templates {
 namespace {
@@ -11,17 +10,7 @@ namespace {
 // The largest `blocks` in the domain: the workspace holds a partial for each block of it.
 constexpr std::int64_t kMaxBlocks = 2112;
 constexpr std::int64_t kWorkspaceWords = 4 + 2 * kMaxBlocks;
-const std::vector<std::int64_t> kBlocks = {132, 264, 528, 1056, 2112};
-
-// Block steps (kBlock * kUnroll 16-byte vectors each) that cover x: more blocks than this would
-// find nothing to load.
-std::int64_t block_steps(const Config& c, const Shape& s) {
-  return std::max<std::int64_t>(1, ceil_div(ceil_div(s.at("n"), 4), c.at("block") * c.at("unroll")));
-}
-
-std::int64_t grid_size(const Config& c, const Shape& s) { return std::min(c.at("blocks"), block_steps(c, s)); }
-
-}  // namespace
+const PersistentGrid kGrid({132, 264, 528, 1056, kMaxBlocks}, 4, "4 elements");
 
 KernelDescriptor vector_sum_descriptor() {
   KernelDescriptor d;
@@ -36,39 +25,21 @@ KernelDescriptor vector_sum_descriptor() {
   d.params = {
       {"block", {256, 512, 1024}, "threads per block"},
       {"unroll", {1, 2, 4, 8}, "16-byte loads each thread issues before it adds (memory-level parallelism)"},
-      {"blocks", kBlocks, "grid size (132 SMs on an H200: 1 to 16 blocks per SM), capped where x runs out"},
+      {"blocks", kGrid.blocks(), "grid size (132 SMs on an H200: 1 to 16 blocks per SM), capped where x runs out"},
   };
   d.default_config = {{"block", 1024}, {"unroll", 4}, {"blocks", 132}};
-  d.constraints_doc = "blocks above 132 only where x has more block steps (block * unroll * 4 elements each) than the "
-                      "next smaller blocks value, since a grid capped to the data would repeat that configuration";
-  d.violation = [](const Config& c, const Shape& s) -> std::string {
-    const auto smaller = std::find(kBlocks.begin(), kBlocks.end(), c.at("blocks"));
-    if (smaller == kBlocks.begin() || smaller == kBlocks.end()) return {};
-    const std::int64_t steps = block_steps(c, s);
-    if (steps <= *(smaller - 1)) {
-      // The one blocks value kept for this grid: the smallest that is not capped below itself.
-      const std::int64_t kept = *std::lower_bound(kBlocks.begin(), smaller, steps);
-      return fmt::format("blocks={} launches only {} blocks at n={} (block={} x unroll={} x 4 elements per block "
-                         "step), as blocks={} does",
-                         c.at("blocks"), steps, s.at("n"), c.at("block"), c.at("unroll"), kept);
-    }
-    return {};
-  };
+  d.constraints_doc = kGrid.constraints_doc();
+  d.violation = [](const Config& c, const Shape& s) { return kGrid.violation(c, s); };
   d.name_expression = [](const Config& c, const Shape&, const DtypeInfo&) {
     return fmt::format("gmjit::vector_sum<{}, {}>", c.at("block"), c.at("unroll"));
   };
-  d.geometry = [](const Config& c, const Shape& s, const DtypeInfo&) {
-    LaunchGeometry g;
-    g.grid[0] = static_cast<unsigned>(grid_size(c, s));
-    g.block[0] = static_cast<unsigned>(c.at("block"));
-    return g;
-  };
+  d.geometry = [](const Config& c, const Shape& s, const DtypeInfo&) { return kGrid.launch(c, s); };
   d.tensors = [](const Shape& s) {
     return std::vector<TensorArg>{{"x", s.at("n"), false, "fp32"},
                                   {"y", 1, true, "fp32"},
                                   {"workspace", kWorkspaceWords, false, "u32", true}};
   };
-  d.add_scalars = [](detail::KernelArgs& args, const Shape& s) { args.add(static_cast<long long>(s.at("n"))); };
+  d.add_scalars = long_sizes({"n"});
   // GPU MODE's vectorsum data: randn * scale + offset, with offset uniform in [-100, 100] and scale
   // uniform in (0.1, 10] per tensor, so sums of the same sign but very different spreads.
   d.input_value = [](const Shape&, std::size_t, std::uint64_t tensor_bits, std::uint64_t element_bits) {
@@ -107,8 +78,11 @@ KernelDescriptor vector_sum_descriptor() {
   // own rounding is 2^-24. 1e-5 is GPU MODE's rtol, which a dropped or doubled element of a
   // 52M-element sum (offset ~100, sum ~5e9) would still not reveal alone, but a dropped vector
   // per block or a lost block partial does.
-  d.tolerance = [](const DtypeInfo&, const Shape&) { return 1e-5; };
+  d.tolerance = fixed_tolerance(1e-5);
   return d;
 }
 
+const BuiltinKernel registered(80, vector_sum_descriptor);
+
+}  // namespace
 }  // namespace gmjit::templates
