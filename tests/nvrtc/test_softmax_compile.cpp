@@ -1,70 +1,25 @@
 #include <gtest/gtest.h>
 
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-
-#include <atomic>
-#include <mutex>
-#include <thread>
-
-#include "codegen/compiler.hpp"
-#include "gmjit/error.hpp"
+#include "nvrtc/compile_support.hpp"
 #include "templates/registry.hpp"
 
 namespace gmjit {
 namespace {
 
-// A memory-bound kernel that spills moves its registers through local memory, i.e. through the
-// same DRAM and L2 it is bound by. With ptxas 13.0 a few warp-per-row streaming configurations
-// still park one or two 8-byte values on the stack at under 64 registers (ptxas's choice, not
-// register pressure); anything more means a thread's slice of the row itself went to memory.
+// With ptxas 13.0 a few warp-per-row streaming configurations still park one or two 8-byte
+// values on the stack at under 64 registers (ptxas's choice, not register pressure); anything
+// more means a thread's slice of the row itself went to memory.
 TEST(SoftmaxCompile, NoConfigurationSpillsItsRowAtTheIssueShapes) {
   const auto& kernel = templates::find_kernel("softmax");
-  struct Item {
-    std::string dtype;
-    Shape shape;
-    Config config;
-  };
-  std::vector<Item> items;
-  for (const std::string dtype : {"fp32", "bf16"}) {
-    for (const Shape& shape : {Shape{{"rows", 4096}, {"cols", 32000}}, Shape{{"rows", 32768}, {"cols", 128}},
-                               Shape{{"rows", 2}, {"cols", 393216}}}) {
-      for (const auto& config : templates::valid_configs(kernel, shape)) items.push_back({dtype, shape, config});
-    }
-  }
+  const auto items = testing::every_valid_config(
+      kernel, {"fp32", "bf16"},
+      {Shape{{"rows", 4096}, {"cols", 32000}}, Shape{{"rows", 32768}, {"cols", 128}},
+       Shape{{"rows", 2}, {"cols", 393216}}});
   codegen::Compiler compiler;
-  std::atomic<std::size_t> next{0};
-  std::mutex mutex;
-  std::vector<std::string> problems;
-  int most_registers = 0;
-  auto work = [&] {
-    for (std::size_t i = next++; i < items.size(); i = next++) {
-      const auto source = codegen::specialize(kernel, items[i].shape, items[i].dtype, items[i].config);
-      std::string problem;
-      int registers = 0;
-      try {
-        const auto module = compiler.compile(source, "sm_90a").module;
-        const auto& r = module->resources;
-        registers = r.registers;
-        if (!r.spills_known) {
-          problem = "no ptxas report";
-        } else if (r.spill_store_bytes > 16 || r.spill_load_bytes > 16 || r.stack_bytes > 16) {
-          problem = fmt::format("{} B spill stores, {} B spill loads, {} B stack", r.spill_store_bytes,
-                                r.spill_load_bytes, r.stack_bytes);
-        }
-      } catch (const Error& e) {
-        problem = e.what();
-      }
-      std::lock_guard<std::mutex> lock(mutex);
-      most_registers = std::max(most_registers, registers);
-      if (!problem.empty()) problems.push_back(source.name_expression + ": " + problem);
-    }
+  const auto check = [](const testing::CompileItem&, const codegen::CompiledModule& module) {
+    return testing::spills_beyond(module.resources, 16);
   };
-  std::vector<std::thread> threads;
-  for (unsigned t = 0; t < std::max(2u, std::thread::hardware_concurrency()); ++t) threads.emplace_back(work);
-  for (auto& t : threads) t.join();
-  EXPECT_TRUE(problems.empty()) << problems.size() << " of " << items.size() << ":\n" << fmt::format("{}", fmt::join(problems, "\n"));
-  std::printf("[ compiled ] %zu softmax kernels, at most %d registers\n", items.size(), most_registers);
+  testing::compile_each(compiler, kernel, items, check);
 }
 
 }  // namespace

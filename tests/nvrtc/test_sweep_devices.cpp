@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
-#include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,6 +21,7 @@
 
 #include "cache/store.hpp"
 #include "cli_runner.hpp"
+#include "temp_dir.hpp"
 #include "gmjit/tune.hpp"
 #include "templates/registry.hpp"
 #include "cache/keys.hpp"
@@ -62,19 +62,15 @@ std::map<std::string, std::string> winners(const std::string& db, const std::str
   return out;
 }
 
-class SweepDevices : public ::testing::Test {
+class SweepDevices : public gmjit::testing::TempDirTest {
  protected:
+  SweepDevices() : TempDirTest("gmjit-sweep-devices") {}
   void SetUp() override {
-    char pattern[] = "/tmp/gmjit-sweep-devices-XXXXXX";
-    ASSERT_NE(::mkdtemp(pattern), nullptr);
-    dir_ = pattern;
-    shapes_ = (dir_ / "shapes.json").string();
     nlohmann::json shapes = nlohmann::json::array();
     for (std::size_t i = 0; i < kProblems; ++i) shapes.push_back({{"n", size_of(i)}});
     std::ofstream(shapes_) << nlohmann::json{{"sweeps", {{{"kernel", "vector_add"}, {"dtype", "fp32"}, {"shapes", shapes}}}}}
                                   .dump();
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   static std::string env(const std::string& names) {
     return "GMJIT_SIMULATED_DEVICE=1 GMJIT_SIMULATED_DEVICES='" + names + "'";
@@ -99,8 +95,18 @@ class SweepDevices : public ::testing::Test {
     }
   }
 
-  fs::path dir_;
-  std::string shapes_;
+  // A sweep in which both devices tune every problem, each for its own winners.
+  void expect_every_problem_tuned_on_both(const std::string& db_path, const std::string& extra,
+                                          const std::string& environment) {
+    const auto result = run_gmtune(sweep_args(db_path, extra), environment);
+    ASSERT_EQ(result.status, 0) << result.err;
+    const auto s = summary(result);
+    EXPECT_EQ(s["tuned"], 2 * kProblems) << result.out;
+    EXPECT_EQ(s["devices"][0]["tuned"], kProblems);
+    EXPECT_EQ(s["devices"][1]["tuned"], kProblems);
+  }
+
+  const std::string shapes_ = (dir_ / "shapes.json").string();
 };
 
 TEST_F(SweepDevices, InterchangeableDevicesShareTheQueueAndAgreeWithOneDevice) {
@@ -133,12 +139,8 @@ TEST_F(SweepDevices, InterchangeableDevicesShareTheQueueAndAgreeWithOneDevice) {
 }
 
 TEST_F(SweepDevices, EachFingerprintGetsItsOwnWinners) {
-  const auto result = run_gmtune(sweep_args(db("c.db"), "--devices all"), env(kTwoKinds));
-  ASSERT_EQ(result.status, 0) << result.err;
-  const auto s = summary(result);
-  EXPECT_EQ(s["tuned"], 2 * kProblems) << result.out;
-  EXPECT_EQ(s["devices"][0]["tuned"], kProblems);
-  EXPECT_EQ(s["devices"][1]["tuned"], kProblems);
+  expect_every_problem_tuned_on_both(db("c.db"), "--devices all", env(kTwoKinds));
+  if (HasFatalFailure()) return;
   for (const char* name : {"gmjit simulated H200", "gmjit simulated H100"}) {
     EXPECT_EQ(winners(db("c.db"), fingerprint(name)).size(), kProblems) << name;
     expect_each_config_once(db("c.db"), fingerprint(name));
@@ -146,12 +148,8 @@ TEST_F(SweepDevices, EachFingerprintGetsItsOwnWinners) {
 }
 
 TEST_F(SweepDevices, PerDeviceTunesEveryProblemOnEveryDevice) {
-  const auto result = run_gmtune(sweep_args(db("p.db"), "--devices 0,1 --per-device"), env(kSameTwice));
-  ASSERT_EQ(result.status, 0) << result.err;
-  const auto s = summary(result);
-  EXPECT_EQ(s["tuned"], 2 * kProblems) << result.out;
-  EXPECT_EQ(s["devices"][0]["tuned"], kProblems);
-  EXPECT_EQ(s["devices"][1]["tuned"], kProblems);
+  expect_every_problem_tuned_on_both(db("p.db"), "--devices 0,1 --per-device", env(kSameTwice));
+  if (HasFatalFailure()) return;
   EXPECT_EQ(winners(db("p.db"), fingerprint("gmjit simulated H200")).size(), kProblems);
 }
 
