@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "codegen/compiler.hpp"
-#include "core/module.hpp"
+#include "core/kernel_args.hpp"
 #include "gmjit/error.hpp"
 #include "templates/registry.hpp"
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <functional>
 
-#include "core/module.hpp"
+#include "core/kernel_args.hpp"
 #include "templates/registry.hpp"
 #include "unit/templates_test_support.hpp"
 
