@@ -17,6 +17,8 @@
 // Workspace (unsigned words, zeroed once by the caller before the first launch): words 0..255
 // the accumulator, word 256 the completion counter.
 
+#include "gmjit/vector_stream.cuh"
+
 namespace gmjit {
 namespace histogram_detail {
 
@@ -59,35 +61,25 @@ __global__ void __launch_bounds__(kBlock)
   __syncthreads();
   unsigned* const stripe = hist + (threadIdx.x % kStripes);
 
-  const unsigned misaligned = static_cast<unsigned>(reinterpret_cast<unsigned long long>(x) & 15u);
-  long long peel = misaligned == 0 ? 0 : 16 - misaligned;
-  if (peel > n) peel = n;
-  const long long n_vec = (n - peel) / 16;
-  const uint4* __restrict__ xv = reinterpret_cast<const uint4*>(x + peel);
-
-  constexpr long long kPerStep = static_cast<long long>(kBlock) * kUnroll;
-  const long long grid_step = static_cast<long long>(gridDim.x) * kPerStep;
-  for (long long step = static_cast<long long>(blockIdx.x) * kPerStep; step < n_vec; step += grid_step) {
-    const long long first = step + threadIdx.x;
-    uint4 v[kUnroll];
-    // Only a block's last step can be partial; full steps issue their loads unpredicated.
-    if (step + kPerStep <= n_vec) {
-#pragma unroll
-      for (int j = 0; j < kUnroll; ++j) v[j] = __ldcs(xv + first + j * kBlock);
+  const auto xv = vector_stream::split<uint4>(x, n);
+  vector_stream::for_each_step<kBlock, kUnroll>(xv.vectors, [&](long long first, bool full) {
+    if (full) {
+      uint4 v[kUnroll];
+      vector_stream::load_step<kBlock>(xv.data, first, v);
 #pragma unroll
       for (int j = 0; j < kUnroll; ++j) count_vector<kStripes>(stripe, v[j]);
     } else {
 #pragma unroll
       for (int j = 0; j < kUnroll; ++j) {
-        if (first + j * kBlock < n_vec) count_vector<kStripes>(stripe, __ldcs(xv + first + j * kBlock));
+        if (first + j * kBlock < xv.vectors) count_vector<kStripes>(stripe, __ldcs(xv.data + first + j * kBlock));
       }
     }
-  }
+  });
   // The peeled head (threads 0..14) and the tail past the last whole vector (threads 16..30).
   if (blockIdx.x == gridDim.x - 1) {
-    const long long tail_start = peel + 16 * n_vec;
+    const long long tail_start = xv.peel + 16 * xv.vectors;
     const long long t = threadIdx.x;
-    if (t < peel) {
+    if (t < xv.peel) {
       atomicAdd(stripe + static_cast<unsigned>(x[t]) * kStripes, 1u);
     } else if (t >= 16 && t - 16 < n - tail_start) {
       atomicAdd(stripe + static_cast<unsigned>(x[tail_start + t - 16]) * kStripes, 1u);

@@ -18,6 +18,7 @@
 // fit there) and writes.
 
 #include "gmjit/row_access.cuh"
+#include "gmjit/row_partial.cuh"
 
 namespace gmjit {
 namespace norm_detail {
@@ -28,6 +29,8 @@ using row_access::rows_aligned;
 using row_access::load_access;
 using row_access::load_words;
 using row_access::store_access;
+using row_partial::owned_rows;
+using row_partial::row_merge;
 
 // A thread's kElems elements of one chunk: access a of thread t starts at column
 // base + (a * kRowThreads + t) * (elements per access), so each access instruction of a warp is
@@ -127,40 +130,6 @@ __device__ __forceinline__ SquareSum shfl_xor(const SquareSum& p, int offset) {
 __device__ __forceinline__ Moments shfl_xor(const Moments& p, int offset) {
   return Moments{__shfl_xor_sync(0xffffffffu, p.n, offset), __shfl_xor_sync(0xffffffffu, p.mean, offset),
                  __shfl_xor_sync(0xffffffffu, p.m2, offset)};
-}
-
-template <typename P>
-__device__ __forceinline__ void warp_merge(P& p) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) merge(p, shfl_xor(p, offset));
-}
-
-// Every thread of the block ends with the block's partial. scratch holds kWarps partials;
-// callers alternate between two scratch arrays on consecutive rows, so the next row's writes
-// cannot overtake a slow warp's reads of this row without a second barrier (the next row's
-// barrier separates them from the row after).
-template <int kWarps, typename P>
-__device__ __forceinline__ void block_merge(P& p, P* scratch) {
-  warp_merge(p);
-  const int lane = static_cast<int>(threadIdx.x) & 31;
-  const int warp = static_cast<int>(threadIdx.x) >> 5;
-  if (lane == 0) scratch[warp] = p;
-  __syncthreads();
-  if (lane < kWarps) {
-    p = scratch[lane];
-  } else {
-    clear(p);
-  }
-  warp_merge(p);
-}
-
-template <int kRowThreads, int kBlock, typename P>
-__device__ __forceinline__ void row_merge(P& p, P (*scratch)[kBlock / 32], int parity) {
-  if constexpr (kRowThreads == 32) {
-    warp_merge(p);
-  } else {
-    block_merge<kBlock / 32>(p, scratch[parity]);
-  }
 }
 
 // The thread's partial over the chunk it holds in v (elements past the row are 0).
@@ -316,15 +285,10 @@ __device__ __forceinline__ void norm_rows(const T* __restrict__ x, const T* __re
                                           T* __restrict__ y, long long rows, int cols, float eps,
                                           typename PartialOf<kLayer>::Type (*scratch)[kBlock / 32]) {
   typedef typename PartialOf<kLayer>::Type Partial;
-  constexpr int kRowsPerBlock = kBlock / kRowThreads;
   constexpr int kChunk = kRowThreads * kElems;
-  const int t = static_cast<int>(threadIdx.x) % kRowThreads;
-  const long long step = static_cast<long long>(gridDim.x) * kRowsPerBlock;
+  const auto [t, stride, first] = owned_rows<kRowThreads, kBlock>();
   int parity = 0;
-  // `row` is uniform across the threads that own it (a warp or the block), so every thread of a
-  // row reaches its shuffles and barriers.
-  for (long long row = static_cast<long long>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kRowThreads;
-       row < rows; row += step, parity ^= 1) {
+  for (long long row = first; row < rows; row += stride, parity ^= 1) {
     const T* __restrict__ xr = x + row * cols;
     T* __restrict__ yr = y + row * cols;
     float v[kElems];
@@ -386,18 +350,10 @@ __device__ __forceinline__ void norm_rows_unaligned(const T* __restrict__ x, con
 template <bool kLayer, typename T, int kRowThreads, int kBlock, int kElems, int kVecBytes, bool kCached>
 __device__ __forceinline__ void norm(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
                                      T* __restrict__ y, long long rows, int cols, float eps) {
-  static_assert(IsSame<T, float>::kValue || IsSame<T, __nv_bfloat16>::kValue,
-                "norm: T must be float or __nv_bfloat16");
-  static_assert(kBlock >= 32 && kBlock <= 1024 && kBlock % 32 == 0,
-                "norm: kBlock must be a multiple of 32 in [32, 1024]");
-  static_assert(kRowThreads == 32 || kRowThreads == kBlock, "norm: kRowThreads must be 32 or kBlock");
-  static_assert(kVecBytes == 2 || kVecBytes == 4 || kVecBytes == 8 || kVecBytes == 16,
-                "norm: kVecBytes must be 2, 4, 8 or 16");
-  static_assert(kVecBytes >= static_cast<int>(sizeof(T)), "norm: kVecBytes below one element");
-  static_assert(kElems >= 1 && kElems * static_cast<int>(sizeof(T)) % kVecBytes == 0,
-                "norm: kElems must be whole accesses of kVecBytes");
+  row_access::check_row_kernel<T, kRowThreads, kBlock, kElems, kVecBytes>();
   typedef typename PartialOf<kLayer>::Type Partial;
-  // Only the block-per-row reduction uses it; two arrays, alternating by row (see block_merge).
+  // Only the block-per-row reduction uses it; two arrays, alternating by row (see
+  // row_partial::block_merge).
   __shared__ Partial scratch[kRowThreads == 32 ? 1 : 2][kBlock / 32];
   constexpr int kBytes = static_cast<int>(sizeof(T));
   if constexpr (kVecBytes == kBytes) {

@@ -1,15 +1,10 @@
 #pragma once
 // Reference kernels: deliberately naive, one output element per thread, accumulating in
 // double. They share nothing with the tuned templates, so a bug cannot hide in both.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+#include "gmjit/to_double.cuh"
 
 namespace gmjit {
 namespace reference {
-
-__device__ inline double to_double(float x) { return static_cast<double>(x); }
-__device__ inline double to_double(__half x) { return static_cast<double>(__half2float(x)); }
-__device__ inline double to_double(__nv_bfloat16 x) { return static_cast<double>(__bfloat162float(x)); }
 
 template <typename T>
 __global__ void vector_add(const T* a, const T* b, double* out, long long n) {

@@ -21,6 +21,23 @@ __device__ __forceinline__ bool rows_aligned(unsigned long long addresses, int c
   return ((addresses | static_cast<unsigned long long>(cols) * sizeof(T)) & (kVecBytes - 1)) == 0;
 }
 
+// The template parameters every row kernel takes: T is float or __nv_bfloat16, kRowThreads 32 (a
+// warp per row) or kBlock (a block per row), and a thread's kElems elements are whole accesses of
+// kVecBytes. Called first in a kernel, so a bad instantiation fails there; it emits no code.
+template <typename T, int kRowThreads, int kBlock, int kElems, int kVecBytes>
+__device__ __forceinline__ void check_row_kernel() {
+  static_assert(IsSame<T, float>::kValue || IsSame<T, __nv_bfloat16>::kValue,
+                "row kernel: T must be float or __nv_bfloat16");
+  static_assert(kBlock >= 32 && kBlock <= 1024 && kBlock % 32 == 0,
+                "row kernel: kBlock must be a multiple of 32 in [32, 1024]");
+  static_assert(kRowThreads == 32 || kRowThreads == kBlock, "row kernel: kRowThreads must be 32 or kBlock");
+  static_assert(kVecBytes == 2 || kVecBytes == 4 || kVecBytes == 8 || kVecBytes == 16,
+                "row kernel: kVecBytes must be 2, 4, 8 or 16");
+  static_assert(kVecBytes >= static_cast<int>(sizeof(T)), "row kernel: kVecBytes below one element");
+  static_assert(kElems >= 1 && kElems * static_cast<int>(sizeof(T)) % kVecBytes == 0,
+                "row kernel: kElems must be whole accesses of kVecBytes");
+}
+
 // fp32 holds one element per 32-bit word, bf16 two (low half first).
 template <typename T>
 struct Elem;

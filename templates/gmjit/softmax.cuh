@@ -14,6 +14,7 @@
 // rows in flight fit there) and writes.
 
 #include "gmjit/row_access.cuh"
+#include "gmjit/row_partial.cuh"
 
 namespace gmjit {
 namespace softmax_detail {
@@ -22,6 +23,7 @@ using row_access::address_bits;
 using row_access::rows_aligned;
 using row_access::load_access;
 using row_access::store_access;
+using row_partial::owned_rows;
 
 // The lowest finite float, not -inf, starts every partial maximum: merging two empty partials
 // then computes e^(lowest - lowest) * 0 = 0, where -inf - -inf would give NaN.
@@ -42,6 +44,24 @@ __device__ __forceinline__ float exp_diff(float a, float b) {
   return exp2_approx((a - b) * 1.44269504088896341f);
 }
 
+// A thread's partial (max m, sum s of e^(x - m)) as references to the two floats it is kept in; a
+// float2 carries it through shuffles and shared memory.
+struct MaxSumRef {
+  float& m;
+  float& s;
+  __device__ __forceinline__ operator float2() const { return make_float2(m, s); }
+  __device__ __forceinline__ MaxSumRef& operator=(const float2& q) {
+    m = q.x;
+    s = q.y;
+    return *this;
+  }
+};
+
+__device__ __forceinline__ void clear(MaxSumRef& p) {
+  p.m = lowest();
+  p.s = 0.f;
+}
+
 // Merges partial (m2, s2) into (m, s). Only the smaller maximum needs rescaling, so one exponent.
 __device__ __forceinline__ void merge(float& m, float& s, float m2, float s2) {
   const float hi = fmaxf(m, m2);
@@ -50,7 +70,15 @@ __device__ __forceinline__ void merge(float& m, float& s, float m2, float s2) {
   m = hi;
 }
 
-// The butterfly leaves the same pair in every lane: merge is symmetric in its operands.
+__device__ __forceinline__ void merge(MaxSumRef& p, const float2& q) { merge(p.m, p.s, q.x, q.y); }
+
+__device__ __forceinline__ float2 shfl_xor(const MaxSumRef& p, int offset) {
+  return make_float2(__shfl_xor_sync(0xffffffffu, p.m, offset), __shfl_xor_sync(0xffffffffu, p.s, offset));
+}
+
+// The butterfly over the slices' pairs (softmax_slice) stays on the two floats: through
+// row_partial::warp_merge, NVVM numbered their registers the other way round in kernels that
+// inline both slice paths (softmax_split<float, 256, 8, 16, 16, false>), which changed the PTX.
 __device__ __forceinline__ void warp_merge(float& m, float& s) {
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1) {
@@ -58,26 +86,27 @@ __device__ __forceinline__ void warp_merge(float& m, float& s) {
   }
 }
 
-// Every thread of the block ends with the block's pair. scratch holds kWarps pairs; callers
-// alternate between two scratch arrays on consecutive rows, so the next row's writes cannot
-// overtake a slow warp's reads of this row without a second barrier (the next row's barrier
-// separates them from the row after).
-template <int kWarps>
-__device__ __forceinline__ void block_merge(float& m, float& s, float2* scratch) {
-  warp_merge(m, s);
-  const int lane = static_cast<int>(threadIdx.x) & 31;
-  const int warp = static_cast<int>(threadIdx.x) >> 5;
-  if (lane == 0) scratch[warp] = make_float2(m, s);
-  __syncthreads();
-  if (lane < kWarps) {
-    const float2 p = scratch[lane];
-    m = p.x;
-    s = p.y;
-  } else {
-    m = lowest();
-    s = 0.f;
+// row_partial::row_merge of the partial (m, s) in place. Every merge goes through this one
+// function, where NVVM turns the references into register updates before inlining it: merged
+// that way the kernels compile to the PTX they had before the merge was shared.
+template <int kRowThreads, int kBlock>
+__device__ __forceinline__ void row_merge(float& m, float& s, float2 (*scratch)[kBlock / 32], int parity) {
+  MaxSumRef p{m, s};
+  row_partial::row_merge<kRowThreads, kBlock>(p, scratch, parity);
+}
+
+// The partial (m, s) of a thread's elements held in v, which become e^(v - m).
+template <int kElems>
+__device__ __forceinline__ void exponentiate(float (&v)[kElems], float& m, float& s) {
+  m = lowest();
+#pragma unroll
+  for (int j = 0; j < kElems; ++j) m = fmaxf(m, v[j]);
+  s = 0.f;
+#pragma unroll
+  for (int j = 0; j < kElems; ++j) {
+    v[j] = exp_diff(v[j], m);
+    s += v[j];
   }
-  warp_merge(m, s);
 }
 
 // A thread's kElems elements of one chunk: access a of thread t starts at column
@@ -158,40 +187,19 @@ __device__ __forceinline__ void stream_normalize(const T* __restrict__ x, T* __r
   }
 }
 
-template <int kRowThreads, int kBlock>
-__device__ __forceinline__ void row_merge(float& m, float& s, float2 (*scratch)[kBlock / 32], int parity) {
-  if constexpr (kRowThreads == 32) {
-    warp_merge(m, s);
-  } else {
-    block_merge<kBlock / 32>(m, s, scratch[parity]);
-  }
-}
-
 template <typename T, int kRowThreads, int kBlock, int kElems, int kBytes, bool kCached>
 __device__ __forceinline__ void softmax_rows(const T* __restrict__ x, T* __restrict__ y, long long rows,
                                              int cols, float2 (*scratch)[kBlock / 32]) {
-  constexpr int kRowsPerBlock = kBlock / kRowThreads;
-  const int t = static_cast<int>(threadIdx.x) % kRowThreads;
-  const long long step = static_cast<long long>(gridDim.x) * kRowsPerBlock;
+  const auto [t, stride, first] = owned_rows<kRowThreads, kBlock>();
   int parity = 0;
-  // `row` is uniform across the threads that own it (a warp or the block), so every thread of a
-  // row reaches its shuffles and barriers.
-  for (long long row = static_cast<long long>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kRowThreads;
-       row < rows; row += step, parity ^= 1) {
+  for (long long row = first; row < rows; row += stride, parity ^= 1) {
     const T* __restrict__ xr = x + row * cols;
     T* __restrict__ yr = y + row * cols;
     if constexpr (kCached) {
       float v[kElems];
       load_chunk<T, kRowThreads, kElems, kBytes>(xr, cols, 0, t, v);
-      float m = lowest();
-#pragma unroll
-      for (int j = 0; j < kElems; ++j) m = fmaxf(m, v[j]);
-      float s = 0.f;
-#pragma unroll
-      for (int j = 0; j < kElems; ++j) {
-        v[j] = exp_diff(v[j], m);
-        s += v[j];
-      }
+      float m, s;
+      exponentiate(v, m, s);
       // The registers hold e^(x - m) for this thread's own m; one factor per thread rescales
       // them to e^(x - M) / S.
       float row_m = m, row_s = s;
@@ -274,20 +282,12 @@ __device__ __forceinline__ void softmax_slice(const T* __restrict__ x, T* __rest
   float m, s;
   if constexpr (kCached) {
     load_chunk<T, kBlock, kElems, kBytes>(xs, length, 0, t, v);
-    m = lowest();
-#pragma unroll
-    for (int j = 0; j < kElems; ++j) m = fmaxf(m, v[j]);
-    s = 0.f;
-#pragma unroll
-    for (int j = 0; j < kElems; ++j) {
-      v[j] = exp_diff(v[j], m);
-      s += v[j];
-    }
+    exponentiate(v, m, s);
   } else {
     stream_partial<T, kBlock, kElems, kBytes>(xs, length, t, m, s);
   }
   float slice_m = m, slice_s = s;
-  block_merge<kBlock / 32>(slice_m, slice_s, scratch[0]);
+  row_merge<kBlock, kBlock>(slice_m, slice_s, scratch, 0);
   if (t < 32) {
     float2* pairs = workspace.pairs + row * kSplit;
     unsigned* arrivals = workspace.arrivals + row;
@@ -336,18 +336,10 @@ template <typename T, int kRowThreads, int kBlock, int kElems, int kVecBytes, bo
 __global__ void __launch_bounds__(kBlock)
     softmax(const T* __restrict__ x, T* __restrict__ y, unsigned* __restrict__, long long rows, int cols) {
   using namespace softmax_detail;
-  static_assert(IsSame<T, float>::kValue || IsSame<T, __nv_bfloat16>::kValue,
-                "softmax: T must be float or __nv_bfloat16");
-  static_assert(kBlock >= 32 && kBlock <= 1024 && kBlock % 32 == 0,
-                "softmax: kBlock must be a multiple of 32 in [32, 1024]");
-  static_assert(kRowThreads == 32 || kRowThreads == kBlock, "softmax: kRowThreads must be 32 or kBlock");
-  static_assert(kVecBytes == 2 || kVecBytes == 4 || kVecBytes == 8 || kVecBytes == 16,
-                "softmax: kVecBytes must be 2, 4, 8 or 16");
-  static_assert(kVecBytes >= static_cast<int>(sizeof(T)), "softmax: kVecBytes below one element");
-  static_assert(kElems >= 1 && kElems * static_cast<int>(sizeof(T)) % kVecBytes == 0,
-                "softmax: kElems must be whole accesses of kVecBytes");
+  row_access::check_row_kernel<T, kRowThreads, kBlock, kElems, kVecBytes>();
 
-  // Only the block-per-row reduction uses it; two arrays, alternating by row (see block_merge).
+  // Only the block-per-row reduction uses it; two arrays, alternating by row (see
+  // row_partial::block_merge).
   __shared__ float2 scratch[kRowThreads == 32 ? 1 : 2][kBlock / 32];
   constexpr int kBytes = static_cast<int>(sizeof(T));
   if constexpr (kVecBytes == kBytes) {

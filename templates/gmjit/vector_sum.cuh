@@ -12,6 +12,8 @@
 // the blocks that finished; from word 4 (byte 16, 8-byte aligned) one double per block. The last
 // block resets the counter, so each launch leaves the workspace as the next one needs it.
 
+#include "gmjit/vector_stream.cuh"
+
 namespace gmjit {
 namespace vector_sum_detail {
 
@@ -59,36 +61,26 @@ __global__ void __launch_bounds__(kBlock)
   static_assert(kUnroll >= 1, "vector_sum: kUnroll must be positive");
   using namespace vector_sum_detail;
 
-  const unsigned misaligned = static_cast<unsigned>(reinterpret_cast<unsigned long long>(x) & 15u) / 4u;
-  long long peel = misaligned == 0 ? 0 : 4 - misaligned;
-  if (peel > n) peel = n;
-  const long long n_vec = (n - peel) / 4;
-  const float4* __restrict__ xv = reinterpret_cast<const float4*>(x + peel);
-
+  const auto xv = vector_stream::split<float4>(x, n);
   double acc = 0.0;
-  constexpr long long kPerStep = static_cast<long long>(kBlock) * kUnroll;
-  const long long grid_step = static_cast<long long>(gridDim.x) * kPerStep;
-  for (long long step = static_cast<long long>(blockIdx.x) * kPerStep; step < n_vec; step += grid_step) {
-    const long long first = step + threadIdx.x;
+  vector_stream::for_each_step<kBlock, kUnroll>(xv.vectors, [&](long long first, bool full) {
     float4 v[kUnroll];
-    // Only a block's last step can be partial; full steps issue their loads unpredicated.
-    if (step + kPerStep <= n_vec) {
-#pragma unroll
-      for (int j = 0; j < kUnroll; ++j) v[j] = __ldcs(xv + first + j * kBlock);
+    if (full) {
+      vector_stream::load_step<kBlock>(xv.data, first, v);
     } else {
 #pragma unroll
       for (int j = 0; j < kUnroll; ++j) {
-        v[j] = first + j * kBlock < n_vec ? __ldcs(xv + first + j * kBlock) : make_float4(0.f, 0.f, 0.f, 0.f);
+        v[j] = first + j * kBlock < xv.vectors ? __ldcs(xv.data + first + j * kBlock) : make_float4(0.f, 0.f, 0.f, 0.f);
       }
     }
 #pragma unroll
     for (int j = 0; j < kUnroll; ++j) acc += sum4(v[j]);
-  }
+  });
   // The peeled head (threads 0..2) and the tail past the last whole vector (threads 4..6).
   if (blockIdx.x == gridDim.x - 1) {
-    const long long tail_start = peel + 4 * n_vec;
+    const long long tail_start = xv.peel + 4 * xv.vectors;
     const long long t = threadIdx.x;
-    if (t < peel) {
+    if (t < xv.peel) {
       acc += static_cast<double>(x[t]);
     } else if (t >= 4 && t - 4 < n - tail_start) {
       acc += static_cast<double>(x[tail_start + t - 4]);

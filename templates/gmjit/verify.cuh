@@ -2,17 +2,10 @@
 // Verification on the device: a candidate's output against the float64 reference, reduced to
 // three sums, so checking a candidate costs one kernel and a 24-byte copy, not a copy of the
 // whole output and a host loop over it.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+#include "gmjit/to_double.cuh"
 
 namespace gmjit {
 namespace verify {
-
-__device__ inline double widen(float x) { return static_cast<double>(x); }
-__device__ inline double widen(__half x) { return static_cast<double>(__half2float(x)); }
-__device__ inline double widen(__nv_bfloat16 x) { return static_cast<double>(__bfloat162float(x)); }
-__device__ inline double widen(unsigned char x) { return static_cast<double>(x); }
-__device__ inline double widen(unsigned int x) { return static_cast<double>(x); }
 
 __device__ inline double warp_sum(double value) {
   for (int offset = 16; offset > 0; offset >>= 1) value += __shfl_down_sync(0xffffffffu, value, offset);
@@ -26,7 +19,7 @@ __global__ void compare(const T* out, const double* ref, long long n, double* su
   double diff = 0.0, norm = 0.0, bad = 0.0;
   const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
   for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const double value = widen(out[i]);
+    const double value = to_double(out[i]);
     const double expected = ref[i];
     if (isfinite(value)) {
       const double d = value - expected;
