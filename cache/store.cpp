@@ -129,6 +129,18 @@ WHERE numbered.id = trials.id AND numbered.n > 0;
 CREATE UNIQUE INDEX trials_identity ON trials (device_id, problem_id, config_json, status,
   ifnull(median_ms, 'NaN'), tuned_at, library_version, occurrence);
 )sql",
+    // 3: problems a sweep could not tune at all (the worker refused the problem or died setting
+    // it up), so no trial exists to say why. A winner recorded later removes the row.
+    R"sql(
+CREATE TABLE problem_failures (
+  device_id       INTEGER NOT NULL REFERENCES devices (id),
+  problem_id      INTEGER NOT NULL REFERENCES problems (id),
+  reason          TEXT NOT NULL,
+  failed_at       INTEGER NOT NULL,
+  library_version TEXT NOT NULL,
+  PRIMARY KEY (device_id, problem_id)
+) WITHOUT ROWID;
+)sql",
 };
 
 constexpr bool all_migrations_present() {
@@ -1135,6 +1147,51 @@ void Store::put_winner(std::int64_t device_id, std::int64_t problem_id, std::int
   q->bind(6, library_version);
   while (q->step()) {
   }
+  Query cleared(statement("DELETE FROM problem_failures WHERE device_id = ?1 AND problem_id = ?2"));
+  cleared->bind(1, device_id);
+  cleared->bind(2, problem_id);
+  while (cleared->step()) {
+  }
+}
+
+void Store::record_problem_failure(const DeviceRecord& device, const ProblemRecord& problem,
+                                   const std::string& reason, const std::string& library_version) {
+  if (device.key.empty()) GMJIT_USAGE_FAIL("device key is empty");
+  if (problem.key.empty()) GMJIT_USAGE_FAIL("problem key is empty");
+  require_json(device.fingerprint_json, "device fingerprint_json");
+  require_json(problem.shape_json, "problem shape_json");
+  const std::int64_t now = now_seconds();
+  Transaction tx(connection_);
+  const std::int64_t device_id = add_device(device, now, now, OnConflict::replace);
+  const std::int64_t problem_id =
+      add_problem(problem, add_kernel(problem.kernel, problem.template_hash), OnConflict::replace);
+  Query q(statement(
+      "INSERT INTO problem_failures (device_id, problem_id, reason, failed_at, library_version) "
+      "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (device_id, problem_id) DO UPDATE SET "
+      "reason = excluded.reason, failed_at = excluded.failed_at, library_version = excluded.library_version"));
+  q->bind(1, device_id);
+  q->bind(2, problem_id);
+  q->bind(3, reason);
+  q->bind(4, now);
+  q->bind(5, library_version);
+  while (q->step()) {
+  }
+  tx.commit();
+}
+
+std::optional<ProblemFailureRecord> Store::find_problem_failure(const std::string& device_key,
+                                                                const std::string& problem_key) {
+  Query q(statement(
+      "SELECT f.reason, f.failed_at, f.library_version FROM problem_failures f "
+      "JOIN devices d ON d.id = f.device_id JOIN problems p ON p.id = f.problem_id "
+      "WHERE d.key = ?1 AND p.key = ?2"));
+  q->bind(1, device_key);
+  q->bind(2, problem_key);
+  if (!q->step()) return std::nullopt;
+  ProblemFailureRecord failure{q->column_text(0), q->column_int64(1), q->column_text(2)};
+  while (q->step()) {
+  }
+  return failure;
 }
 
 bool Store::add_binary(const BinaryRecord& binary, std::int64_t created_at,

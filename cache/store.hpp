@@ -63,6 +63,13 @@ struct TrialRecord {
   std::string detail;  ///< error text for failures
 };
 
+/// Why a sweep could not tune a (device, problem) at all.
+struct ProblemFailureRecord {
+  std::string reason;
+  std::int64_t failed_at = 0;  ///< seconds since the epoch
+  std::string library_version;
+};
+
 /// The best configuration known for a (device, problem).
 struct WinnerRecord {
   std::string device_key;
@@ -246,7 +253,7 @@ class Statement {
 /// several threads at once (open one per thread instead). Movable, not copyable.
 class Store {
  public:
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
   /// PRAGMA application_id of every gmjit cache ("GMJT"); a file with another id is refused.
   static constexpr std::int32_t kApplicationId = 0x474D4A54;
 
@@ -281,6 +288,19 @@ class Store {
   void record_tuning(const DeviceRecord& device, const ProblemRecord& problem,
                      const std::vector<TrialRecord>& trials, std::optional<std::size_t> winner,
                      const std::string& library_version, std::optional<std::size_t> run_trials = std::nullopt);
+
+  /// Records that a sweep could not tune (device, problem) at all: the worker refused the
+  /// problem or died setting it up, so no trial says why. Upserts the device and the problem;
+  /// replaces an earlier failure of the pair. A winner recorded later (record_tuning, merge)
+  /// removes it. Failures stay in this file: export and merge carry trials and winners only.
+  /// @throws gmjit::Error (usage) for an empty key or a field that must be JSON and is not;
+  ///   (cache) when SQLite fails
+  void record_problem_failure(const DeviceRecord& device, const ProblemRecord& problem,
+                              const std::string& reason, const std::string& library_version);
+
+  /// The failure recorded for (device, problem) by record_problem_failure, if any.
+  std::optional<ProblemFailureRecord> find_problem_failure(const std::string& device_key,
+                                                          const std::string& problem_key);
 
   /// The winner of (device, problem), if one was recorded.
   std::optional<WinnerRecord> find_winner(const std::string& device_key,

@@ -445,8 +445,12 @@ int run_sweep(const SweepRequest& request, const SearchOptions& search) {
       devices.push_back({{"device", d.device}, {"name", d.name}, {"device_key", d.device_key}, {"tuned", d.tuned},
                          {"skipped", d.skipped}, {"failed", d.failed}, {"tuning_seconds", d.tuning_seconds}});
     }
+    nlohmann::json failures = nlohmann::json::array();
+    for (const auto& f : summary.failures) {
+      failures.push_back({{"problem", gmtune::problem_json(f.problem)}, {"device", f.device}, {"reason", f.reason}});
+    }
     std::cout << nlohmann::json{{"problems", problems.size()}, {"tuned", summary.tuned}, {"skipped", summary.skipped},
-                                {"failed", summary.failed}, {"db_path", summary.db_path}, {"devices", devices},
+                                {"failed", summary.failed}, {"failures", failures}, {"db_path", summary.db_path}, {"devices", devices},
                                 {"interrupted", summary.interrupted}, {"deadline_reached", left > 0},
                                 {"not_started", not_started}, {"wall_seconds", summary.wall_seconds},
                                 {"problems_per_minute", minutes > 0 ? summary.tuned / minutes : 0.0}}
@@ -458,10 +462,14 @@ int run_sweep(const SweepRequest& request, const SearchOptions& search) {
       for (const auto& d : summary.devices) on += fmt::format("{}{} on gpu{}", on.empty() ? "" : ", ", d.tuned, d.device);
       on = fmt::format(" on {} devices ({})", summary.devices.size(), on);
     }
-    std::printf("sweep (%s)%s: %zu tuned, %zu already cached, %zu without a verified configuration%s -> %s\n",
+    std::printf("sweep (%s)%s: %zu tuned, %zu already cached, %zu failed%s -> %s\n",
                 scope.c_str(), on.c_str(), summary.tuned, summary.skipped, summary.failed,
                 left > 0 ? fmt::format(", {} not started (deadline)", left).c_str() : "", summary.db_path.c_str());
     for (const auto& p : summary.not_started) std::printf("not started: %s\n", gmtune::problem_line(p).c_str());
+  }
+  for (const auto& f : summary.failures) {
+    std::fprintf(stderr, "gmtune: failed on gpu%d: %s: %s\n", f.device, gmtune::problem_line(f.problem).c_str(),
+                 f.reason.c_str());
   }
   if (summary.interrupted) {
     std::fprintf(stderr,

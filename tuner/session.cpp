@@ -159,11 +159,13 @@ struct WorkerLink {
     if (worker.call(&*problem, answer, std::max(120.0, options.watchdog_seconds), why) !=
         WorkerProcess::Outcome::answered) {
       check_stopped();
-      throw Error(ErrorKind::launch, 0, "the tuning worker died while preparing the problem: " + why);
+      throw ProblemFailed(ErrorKind::launch, "the tuning worker died while preparing the problem: " + why);
     }
-    if (!answer.header.value("ok", false)) {
-      throw Error(ErrorKind::usage, 0, answer.header.value("error", std::string("the worker refused the problem")));
-    }
+    if (!answer.header.value("ok", false)) throw refused(answer);
+  }
+
+  static ProblemFailed refused(const Frame& answer) {
+    return ProblemFailed(ErrorKind::usage, answer.header.value("error", std::string("the worker refused the problem")));
   }
 
   // Makes `frame` the current problem, on the running worker or a new one.
@@ -182,9 +184,7 @@ struct WorkerLink {
       ensure_ready();
       return;
     }
-    if (!answer.header.value("ok", false)) {
-      throw Error(ErrorKind::usage, 0, answer.header.value("error", std::string("the worker refused the problem")));
-    }
+    if (!answer.header.value("ok", false)) throw refused(answer);
   }
 
   void replace_worker() {
@@ -321,12 +321,16 @@ class Tuning {
     // A user's host reference exists in this process only: it runs here, on the inputs the worker
     // will generate from the same seed. A built-in's runs in the worker.
     if (kernel_.host_reference && templates::is_user_kernel(kernel_.name)) {
-      const auto inputs = widen_inputs(kernel_, problem_.shape, *dtype_,
-                                       random_inputs(kernel_, problem_.shape, *dtype_, options_.seed));
-      for (const auto& output : kernel_.host_reference(inputs, problem_.shape)) {
-        frame.header["expected_elements"].push_back(output.size());
-        const auto* raw = reinterpret_cast<const char*>(output.data());
-        frame.payload.insert(frame.payload.end(), raw, raw + output.size() * sizeof(double));
+      try {
+        const auto inputs = widen_inputs(kernel_, problem_.shape, *dtype_,
+                                         random_inputs(kernel_, problem_.shape, *dtype_, options_.seed));
+        for (const auto& output : kernel_.host_reference(inputs, problem_.shape)) {
+          frame.header["expected_elements"].push_back(output.size());
+          const auto* raw = reinterpret_cast<const char*>(output.data());
+          frame.payload.insert(frame.payload.end(), raw, raw + output.size() * sizeof(double));
+        }
+      } catch (const std::exception& e) {
+        throw ProblemFailed(ErrorKind::usage, fmt::format("the host reference of {} failed: {}", kernel_.name, e.what()));
       }
     }
     link_.set_problem(frame);

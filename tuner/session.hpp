@@ -20,6 +20,15 @@ class Interrupted : public Error {
   explicit Interrupted(const std::string& why) : Error(ErrorKind::launch, 0, "interrupted: " + why) {}
 };
 
+// The problem could not be set up for tuning: the worker refused it (its tensors exceed the
+// device's memory, a user kernel failed to register there) or died preparing it, twice, or a
+// user kernel's host reference failed. The session stays usable for other problems; a sweep
+// records this one as failed and goes on.
+class ProblemFailed : public Error {
+ public:
+  ProblemFailed(ErrorKind kind, const std::string& why) : Error(kind, 0, why) {}
+};
+
 // The names of the simulated devices, one per ordinal, from GMJIT_SIMULATED_DEVICES (comma-separated,
 // e.g. "gmjit simulated H200,gmjit simulated H200"); empty when it is unset, which means one
 // device of the default name at any ordinal. Devices of equal names share a fingerprint.

@@ -205,7 +205,15 @@ void sweep_device(SweepRun& run, tuner::Session& session, const std::string& gro
       emit(SweepEvent::Kind::trial, "tuning");
     };
     const auto began = Clock::now();
-    const TuneReport report = session.tune(problem, tune_options);
+    TuneReport report;
+    std::string failure = "no configuration verified";
+    try {
+      report = session.tune(problem, tune_options);
+    } catch (const tuner::ProblemFailed& e) {
+      // One problem the worker cannot even set up ends neither this device's share nor the sweep.
+      failure = e.message();
+      store.record_problem_failure(device_record, problem_record, failure, GMJIT_VERSION);
+    }
     if (report.winner) {
       // The winner is recorded with the numbers of its final, interleaved timing.
       store.record_tuning(device_record, problem_record, {trial_record(report.trials[*report.winner])}, 0,
@@ -219,9 +227,10 @@ void sweep_device(SweepRun& run, tuner::Session& session, const std::string& gro
     mine.tuning_seconds += seconds_since(began);
     ++(report.winner ? mine.tuned : mine.failed);
     ++(report.winner ? run.summary.tuned : run.summary.failed);
+    if (!report.winner) run.summary.failures.push_back({i, problem, device.ordinal, failure});
     ++run.finished;
     emit(SweepEvent::Kind::finished, report.winner ? fmt::format("done {:.4f} ms", report.trials[*report.winner].median_ms)
-                                                   : std::string("no configuration verified"));
+                                                   : "failed: " + failure);
   }
 }
 
@@ -371,6 +380,8 @@ SweepSummary sweep(const std::vector<Problem>& requested, const SweepOptions& op
   if (run.failure) std::rethrow_exception(run.failure);
   run.summary.interrupted = !run.interruption.empty();
   for (std::size_t i : run.not_started) run.summary.not_started.push_back(problems[i]);
+  std::stable_sort(run.summary.failures.begin(), run.summary.failures.end(),
+                   [](const SweepFailure& a, const SweepFailure& b) { return a.index < b.index; });
   run.summary.wall_seconds = seconds_since(began);
   return run.summary;
 }

@@ -1,9 +1,11 @@
 #include "tuner/worker.hpp"
 
 #include <fmt/format.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cerrno>
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
@@ -126,6 +128,26 @@ ProblemRequest read_problem(const Frame& frame) {
   return request;
 }
 
+// A problem whose buffers cannot all be on the device is refused before anything is allocated,
+// by either backend: its tensors, a double-precision reference of each output and the L2 flush
+// buffer, as the harness allocates them (a lower bound: the CUDA context and modules take more).
+// Otherwise the host would first generate inputs of that size, which can exhaust the host instead.
+void check_fits_device(const ProblemRequest& request, const DeviceInfo& device) {
+  const auto& dtype = templates::dtype_info(request.dtype);
+  double bytes = 2.0 * static_cast<double>(device.l2_bytes);
+  for (const auto& tensor : request.kernel->tensors(request.shape)) {
+    const double elements = static_cast<double>(tensor.elements);
+    bytes += elements * static_cast<double>(templates::tensor_dtype(tensor, dtype).bytes);
+    if (tensor.output) bytes += elements * sizeof(double);
+  }
+  if (bytes > static_cast<double>(device.global_memory_bytes)) {
+    constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+    throw Error(ErrorKind::device_limit, 0,
+                fmt::format("the problem's tensors and references need {:.1f} GiB of device memory; {} has {:.1f} GiB",
+                            bytes / kGiB, device.name, static_cast<double>(device.global_memory_bytes) / kGiB));
+  }
+}
+
 std::optional<std::vector<std::vector<double>>> expected_outputs(const Frame& frame) {
   if (!frame.header.contains("expected_elements")) return std::nullopt;
   std::vector<std::vector<double>> outputs;
@@ -160,6 +182,7 @@ class CudaBackend final : public Backend {
     loaded_.clear();
     harness_.reset();
     const ProblemRequest request = read_problem(frame);
+    check_fits_device(request, device_);
     harness_ = std::make_unique<Harness>(*request.kernel, request.shape, request.dtype, device_, request.seed,
                                          expected_outputs(frame));
   }
@@ -238,7 +261,9 @@ class SimulatedBackend final : public Backend {
   DeviceInfo device() const override { return device_; }
 
   void set_problem(const Frame& frame) override {
+    problem_ = {};
     const ProblemRequest request = read_problem(frame);
+    check_fits_device(request, device_);
     problem_ = request;
     times_.clear();
   }
@@ -249,6 +274,9 @@ class SimulatedBackend final : public Backend {
     if (auto mode = config.find("mode"); mode != config.end()) {
       if (mode->second == 3) std::abort();
       if (mode->second == 4) {
+        // The pid lets a test find this process while it hangs (tests/nvrtc/test_worker_lifetime.cpp).
+        detail::logger().debug("gmjit-worker {}: simulated hang on candidate {}", ::getpid(),
+                               frame.header.at("id").get<std::int64_t>());
         for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
       }
       if (mode->second == 5) {
@@ -301,20 +329,36 @@ nlohmann::json error_answer(const std::exception& e) {
 }  // namespace
 
 int worker_main(int argc, char** argv) {
+  // This process dies with its parent: a kill -9 of the tuner while a candidate hangs here would
+  // otherwise leave it spinning under init, holding the GPU. Armed first, before anything can hang.
+  const bool death_signal_armed = ::prctl(PR_SET_PDEATHSIG, SIGKILL) == 0;
   // The parent may die first; a write to its closed pipe must fail, not kill us silently mid-answer.
   std::signal(SIGPIPE, SIG_IGN);
   int ordinal = 0;
   bool simulated = false;
+  long parent = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--device" && i + 1 < argc) {
       ordinal = std::atoi(argv[++i]);
     } else if (arg == "--simulated") {
       simulated = true;
+    } else if (arg == "--parent" && i + 1 < argc) {
+      parent = std::atol(argv[++i]);
     } else {
       std::fprintf(stderr, "gmjit-worker: unknown argument '%s' (this program is started by libgmjit)\n", arg.c_str());
       return 2;
     }
+  }
+  if (!death_signal_armed) {
+    std::fprintf(stderr, "gmjit-worker: cannot ask to die with the parent: %s\n", std::strerror(errno));
+    return kWorkerParentGone;
+  }
+  // A parent that died between starting this process and the prctl above sent no signal; this
+  // process was then adopted by another, and nobody is left to talk to.
+  if (parent > 0 && static_cast<long>(::getppid()) != parent) {
+    std::fprintf(stderr, "gmjit-worker: parent %ld is gone; exiting\n", parent);
+    return kWorkerParentGone;
   }
   std::unique_ptr<Backend> backend;
   try {

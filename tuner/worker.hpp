@@ -13,7 +13,12 @@ namespace gmjit::tuner {
 // Exit status of a worker whose context died on a candidate (after it reported "crashed").
 inline constexpr int kWorkerContextLost = 3;
 
-// The worker's main: `gmjit-worker [--device N] [--simulated]`.
+// Exit status of a worker that found the process which started it gone (or could not arrange to
+// die with it): it never serves a parent other than the one that spawned it.
+inline constexpr int kWorkerParentGone = 4;
+
+// The worker's main: `gmjit-worker [--parent PID] [--device N] [--simulated]`. It dies with its
+// parent (PR_SET_PDEATHSIG, SIGKILL) and exits at once when PID is no longer its parent.
 int worker_main(int argc, char** argv);
 
 // How a candidate is timed (a trial request's "measure") and what its timing found (the answer),

@@ -11,9 +11,13 @@
 
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <filesystem>
+#include <functional>
+#include <mutex>
 #include <thread>
 
 #include "gmjit/error.hpp"
@@ -52,6 +56,75 @@ std::string find_worker() {
               fmt::format("gmjit-worker not found (looked in {}); set GMJIT_WORKER to its path", looked));
 }
 
+namespace {
+
+// A worker dies with its parent through PR_SET_PDEATHSIG, which the kernel fires when the *thread*
+// that created the child exits, not the process. Workers are started from threads that end long
+// before the process does (a sweep opens its devices from std::async tasks and tunes on a thread
+// per device; a Runtime tunes on whichever thread launched), so every spawn runs on this one
+// thread, which lives as long as the process.
+class SpawnThread {
+ public:
+  SpawnThread() {
+    // The thread blocks every signal, so it never takes one meant for the application's threads;
+    // the workers it starts get an empty mask of their own (start()).
+    sigset_t all, previous;
+    sigfillset(&all);
+    ::pthread_sigmask(SIG_SETMASK, &all, &previous);
+    std::thread([this] { serve(); }).detach();
+    ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  }
+
+  // Runs `job` (which must not throw) on the thread and returns once it has run.
+  void run(const std::function<void()>& job) {
+    Job entry{&job, false};
+    std::unique_lock lock(mutex_);
+    jobs_.push_back(&entry);
+    wake_.notify_all();
+    wake_.wait(lock, [&] { return entry.done; });
+  }
+
+ private:
+  struct Job {
+    const std::function<void()>* work;
+    bool done;
+  };
+
+  [[noreturn]] void serve() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      wake_.wait(lock, [this] { return !jobs_.empty(); });
+      Job* job = jobs_.front();
+      jobs_.pop_front();
+      lock.unlock();
+      (*job->work)();
+      lock.lock();
+      job->done = true;
+      wake_.notify_all();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_;  // a job queued, or one done
+  std::deque<Job*> jobs_;
+};
+
+SpawnThread& spawn_thread() {
+  static std::mutex mutex;
+  static SpawnThread* thread = nullptr;
+  static pid_t owner = 0;
+  std::lock_guard lock(mutex);
+  // Never deleted: it must outlive every worker, which is to say the process. A child forked from
+  // this process has no such thread (fork copies only the calling one) and gets its own.
+  if (thread == nullptr || owner != ::getpid()) {
+    thread = new SpawnThread;
+    owner = ::getpid();
+  }
+  return *thread;
+}
+
+}  // namespace
+
 WorkerProcess::~WorkerProcess() {
   if (running()) stop();
 }
@@ -68,13 +141,24 @@ void WorkerProcess::start(const std::string& path, const std::vector<std::string
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
   posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-  std::vector<std::string> argv_storage{path};
+  // The worker starts with no signal blocked, whatever the spawning thread blocks, so a Ctrl-C to
+  // the process group or a scheduler's SIGTERM reaches it.
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attributes, &none);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK);
+  // The worker checks that this process is still its parent once its death signal is armed.
+  std::vector<std::string> argv_storage{path, "--parent", std::to_string(::getpid())};
   argv_storage.insert(argv_storage.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (auto& a : argv_storage) argv.push_back(a.data());
   argv.push_back(nullptr);
   pid_t pid = -1;
-  const int rc = ::posix_spawn(&pid, path.c_str(), &actions, nullptr, argv.data(), environ);
+  int rc = 0;
+  spawn_thread().run([&] { rc = ::posix_spawn(&pid, path.c_str(), &actions, &attributes, argv.data(), environ); });
+  posix_spawnattr_destroy(&attributes);
   posix_spawn_file_actions_destroy(&actions);
   ::close(in[0]);
   ::close(out[1]);

@@ -131,10 +131,11 @@ class CacheV2 : public CacheDirTest {};
 
 class CacheMigration : public CacheV2 {};
 
-// Turns a schema-2 cache back into what schema 1 wrote, with two identical trials, which schema 2
+// Turns a current cache back into what schema 1 wrote, with two identical trials, which schema 2
 // must keep as occurrence 0 and 1.
 void downgrade_to_v1(const fs::path& path) {
   RawDb raw(path);
+  raw.exec("DROP TABLE problem_failures;");
   raw.exec("DROP INDEX trials_identity; DROP INDEX binaries_by_last_used; DROP TABLE binaries;");
   raw.exec("ALTER TABLE trials DROP COLUMN occurrence");
   raw.exec(
@@ -166,7 +167,7 @@ TEST_F(CacheMigration, V1FileIsUpgradedKeepingItsData) {
   store.put_binary(binary("ck", 100));
   EXPECT_TRUE(store.get_binary("ck").has_value());
   RawDb raw(path_);
-  EXPECT_EQ(raw.integer("PRAGMA user_version"), 2);
+  EXPECT_EQ(raw.integer("PRAGMA user_version"), Store::kSchemaVersion);
   EXPECT_EQ(raw.integer("SELECT count(*) FROM trials WHERE occurrence = 1"), 1);
   EXPECT_EQ(raw.text("PRAGMA integrity_check"), "ok");
 }

@@ -211,10 +211,23 @@ struct SweepDeviceSummary {
   double tuning_seconds = 0;  ///< time spent tuning problems (not idle, not skipping cached ones)
 };
 
+/// A problem a sweep could not tune on one device.
+struct SweepFailure {
+  std::size_t index = 0;  ///< in the sweep's list of problems
+  Problem problem;
+  int device = 0;  ///< ordinal
+  /// "no configuration verified" (every trial is in the cache with its status), or why the
+  /// problem could not be set up at all: the worker refused it (e.g. its tensors exceed the
+  /// device's memory) or died preparing it; such a failure is in the cache too
+  /// (`problem_failures`), until a later sweep finds a winner.
+  std::string reason;
+};
+
 struct SweepSummary {
   std::size_t tuned = 0;
   std::size_t skipped = 0;  ///< already had a winner
-  std::size_t failed = 0;   ///< no configuration verified
+  std::size_t failed = 0;   ///< no winner: no configuration verified, or the problem's setup failed
+  std::vector<SweepFailure> failures;  ///< one per failed problem and device, in the sweep's order
   std::string db_path;
   std::vector<SweepDeviceSummary> devices;  ///< in the order of SweepOptions::devices
   bool interrupted = false;  ///< stopped by stop_requested or a signal to the workers; resumable
@@ -230,7 +243,9 @@ struct SweepSummary {
 /// writers, in this process or others, lose nothing). Compiles go through one process-wide
 /// compiler and the cache's binary table, so a configuration compiled for one device serves
 /// every device of the same architecture. Throws Error(driver) when a device cannot be opened,
-/// before the cache is touched; a device's failure mid-sweep stops the others and is rethrown.
+/// before the cache is touched. A problem that fails (no configuration verifies, or the worker
+/// refuses it or dies setting it up) is recorded and counted in SweepSummary::failures, and the
+/// sweep goes on; any other failure of a device mid-sweep stops the others and is rethrown.
 SweepSummary sweep(const std::vector<Problem>& problems, const SweepOptions& options);
 
 /// The ordinals of a device list: "all" (every device the driver reports; on the simulated
