@@ -215,12 +215,17 @@ struct Runtime::Impl {
     context.emplace(std::move(acquired));
   }
 
+  // The command named records into the cache this Runtime reads, for its device.
   [[noreturn]] void refuse(const Request& r, const std::string& where) {
     ++counters.failed;
+    std::string where_to = " --db " + cache_file_locked();
+    if (options.device != 0) where_to += fmt::format(" --device {}", options.device);
+    if (templates::is_user_kernel(r.descriptor->name)) where_to += " --kernel-file MANIFEST";
     throw Error(ErrorKind::cache_miss, 0,
-                fmt::format("no tuned winner for {} {} (miss policy fail); fill the cache with `gmtune tune {} "
-                            "--shape {} --dtype {}` or `gmtune sweep`",
-                            request_label(r), where, r.descriptor->name, format_assignments(r.shape), r.dtype));
+                fmt::format("no tuned winner for {} {} (miss policy fail); record one with `gmtune tune {} --shape {} "
+                            "--dtype {}{}` (or `gmtune sweep --shapes FILE{}` for a shapes file listing it)",
+                            request_label(r), where, r.descriptor->name, format_assignments(r.shape), r.dtype,
+                            where_to, where_to));
   }
 
   Config checked(const Request& r, const Config& config) {

@@ -49,6 +49,17 @@ inline CliResult run_gmtune(const std::string& arguments, const std::string& env
   return result;
 }
 
+// The arguments of the first `gmtune ...` command quoted in `text` (an error message that tells
+// the user what to run); empty when there is none.
+inline std::string quoted_gmtune_arguments(const std::string& text) {
+  const std::string opening = "`gmtune ";
+  const auto begin = text.find(opening);
+  if (begin == std::string::npos) return {};
+  const auto end = text.find('`', begin + opening.size());
+  if (end == std::string::npos) return {};
+  return text.substr(begin + opening.size(), end - begin - opening.size());
+}
+
 inline int line_count(const std::string& text) {
   int lines = 0;
   for (char c : text) lines += c == '\n';

@@ -223,12 +223,14 @@ gmjit::TuneOptions tune_options(const SearchOptions& search) {
   return options;
 }
 
+// Records trials and winner in the cache as a sweep does; with no_record opens no cache at all.
 int run_tune(const std::string& kernel, const std::string& shape, const std::string& dtype,
-             const SearchOptions& search, bool json) {
+             const SearchOptions& search, bool no_record, bool json) {
   gmjit::Problem problem{kernel, dtype, gmjit::parse_assignments(shape), "command line"};
   check_problem(problem);
   gmjit::TuneOptions options = tune_options(search);
-  options.db_path = search.db.empty() ? gmjit::default_cache_path() : search.db;
+  options.record = !no_record;
+  if (!no_record) options.db_path = search.db.empty() ? gmjit::default_cache_path() : search.db;
   if (!simulated_device()) require_device();
   const auto report = gmjit::tune(problem, options);
   if (json) {
@@ -236,7 +238,29 @@ int run_tune(const std::string& kernel, const std::string& shape, const std::str
   } else {
     std::cout << gmtune::format_report(report);
   }
+  if (options.record) {
+    std::cerr << "gmtune: trials " << (report.winner ? "and winner " : "") << "recorded in " << options.db_path
+              << "\n";
+  }
   return report.winner ? 0 : kFailure;
+}
+
+// GMJIT_KERNEL_PATH's manifests, then --kernel-file's: a later registration of a name replaces
+// the earlier one, so the command line wins.
+void register_kernel_files(const std::vector<std::string>& files) {
+  if (const char* path = std::getenv("GMJIT_KERNEL_PATH")) {
+    std::stringstream list(path);
+    for (std::string file; std::getline(list, file, ':');) {
+      if (file.empty()) continue;
+      try {
+        gmjit::register_kernel_file(file);
+      } catch (const gmjit::Error& e) {
+        if (e.kind() != gmjit::ErrorKind::usage) throw;
+        throw gmjit::Error(gmjit::ErrorKind::usage, 0, "GMJIT_KERNEL_PATH: " + e.message());
+      }
+    }
+  }
+  for (const auto& file : files) gmjit::register_kernel_file(file);
 }
 
 // Ctrl-C (SIGINT) and a scheduler's SIGTERM (scancel, a preempted job, a deleted pod) ask the sweep
@@ -566,10 +590,11 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::string log_level;
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical, off");
-  std::vector<std::string> manifests;
-  app.add_option("--kernel-manifest", manifests,
-                 "register a kernel of your own from its manifest (JSON beside its .cuh; README: Bringing your own "
-                 "kernels) before the command runs; repeatable");
+  const std::string kernel_file_help =
+      "register a kernel of your own from its manifest (JSON beside its .cuh; README: Bringing your own kernels) "
+      "before the command runs; repeatable; also GMJIT_KERNEL_PATH (manifests separated by ':')";
+  std::vector<std::string> manifests, subcommand_manifests;
+  app.add_option("--kernel-file,--kernel-manifest", manifests, kernel_file_help);
 
   bool json = false;
   auto* devices = app.add_subcommand("devices", "list GPUs and their fingerprints");
@@ -602,6 +627,11 @@ int main(int argc, char** argv) {
   tune->add_option("--db", search.db, db_help + "; cubins are reused from it, and strategy transfer starts from its nearest tuned shapes");
   tune->add_option("--device", search.device, "GPU ordinal");
   tune->add_flag("--json", json, "the whole report as JSON: every trial, the best-so-far curve, winner and runner-up indices");
+  bool no_record = false;
+  tune->add_flag("--no-record", no_record,
+                 "only look: record no trial and no winner (by default they go to the cache, as a sweep's do); "
+                 "opens no cache, so every candidate compiles and transfer starts from the model")
+      ->excludes("--db");
 
   SweepRequest sweep_request;
   sweep_request.preset = "default";
@@ -664,6 +694,10 @@ int main(int argc, char** argv) {
   gc->add_option("--max-size", max_size, "e.g. 512M, 2G")->required();
   gc->add_option("--db", db, db_help);
 
+  for (auto* command : app.get_subcommands([](CLI::App*) { return true; })) {
+    command->add_option("--kernel-file", subcommand_manifests, kernel_file_help);
+  }
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -677,11 +711,12 @@ int main(int argc, char** argv) {
 
   try {
     if (!log_level.empty()) gmjit::set_log_level(log_level);
-    for (const auto& manifest : manifests) gmjit::register_kernel_file(manifest);
+    manifests.insert(manifests.end(), subcommand_manifests.begin(), subcommand_manifests.end());
+    register_kernel_files(manifests);
     if (devices->parsed()) return run_devices(json);
     if (list->parsed()) return run_list(json);
     if (compile->parsed()) return run_compile(kernel, shape, config, dtype, arch, out_dir);
-    if (tune->parsed()) return run_tune(kernel, shape, dtype, search, json);
+    if (tune->parsed()) return run_tune(kernel, shape, dtype, search, no_record, json);
     if (sweep->parsed()) return run_sweep(sweep_request, search);
     if (show->parsed()) return run_show(db, kernel, device_filter, json, csv);
     if (export_cmd->parsed()) {

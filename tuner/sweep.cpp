@@ -1,16 +1,13 @@
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <charconv>
 #include <chrono>
-#include <cmath>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
 #include <fstream>
 #include <future>
-#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -18,15 +15,13 @@
 #include <thread>
 
 #include "cache/store.hpp"
-#include "codegen/compiler.hpp"
 #include "gmjit/device.hpp"
 #include "gmjit/tune.hpp"
 #include "core/device.hpp"
 #include "core/log.hpp"
 #include "templates/registry.hpp"
-#include "cache/binaries.hpp"
-#include "cache/keys.hpp"
 #include "tuner/problems.hpp"
+#include "tuner/recording.hpp"
 #include "tuner/session.hpp"
 #include "tuner/stop.hpp"
 #include "tuner/strategies/searcher.hpp"
@@ -34,53 +29,6 @@
 
 namespace gmjit {
 namespace {
-
-constexpr const char* kLayout = cache::kRowMajor;
-
-std::string to_json_text(const std::map<std::string, std::int64_t>& values) {
-  return nlohmann::json(values).dump();
-}
-
-cache::TrialRecord trial_record(const TrialReport& trial) {
-  cache::TrialRecord record;
-  record.config_json = to_json_text(trial.config);
-  record.status = to_string(trial.status);
-  record.median_ms = trial.median_ms;
-  record.spread = trial.spread;
-  record.repetitions = trial.repetitions;
-  record.verify_error = std::isfinite(trial.verify_error) ? trial.verify_error : -1.0;
-  record.compile_ms = trial.compile_ms;
-  record.registers = trial.resources.registers;
-  record.spill_bytes = trial.resources.spill_store_bytes;
-  record.shared_bytes = trial.resources.shared_bytes;
-  record.detail = trial.detail;
-  return record;
-}
-
-// The trials an interrupted run recorded, latest first per configuration, for the tuner to
-// skip. A configuration recorded twice (re-timed) keeps its latest measurement.
-std::vector<TrialReport> recorded_trials(cache::Store& store, const std::string& device_key,
-                                         const std::string& problem_key) {
-  std::map<Config, TrialReport> latest;
-  for (const auto& record : store.trials(device_key, problem_key)) {
-    TrialReport trial;
-    trial.config = nlohmann::json::parse(record.config_json).get<Config>();
-    trial.status = parse_trial_status(record.status);
-    trial.median_ms = record.median_ms;
-    trial.spread = record.spread;
-    trial.repetitions = record.repetitions;
-    trial.verify_error = record.verify_error < 0 ? std::numeric_limits<double>::infinity() : record.verify_error;
-    trial.compile_ms = record.compile_ms;
-    trial.resources.registers = record.registers;
-    trial.resources.spill_store_bytes = record.spill_bytes;
-    trial.resources.shared_bytes = record.shared_bytes;
-    trial.detail = record.detail;
-    latest[trial.config] = std::move(trial);
-  }
-  std::vector<TrialReport> trials;
-  for (auto& [config, trial] : latest) trials.push_back(std::move(trial));
-  return trials;
-}
 
 using Clock = std::chrono::steady_clock;
 
@@ -128,7 +76,6 @@ void sweep_device(SweepRun& run, tuner::Session& session, const std::string& gro
   const SweepOptions& options = run.options;
   const DeviceInfo& device = session.device();
   cache::Store store(run.db_path);  // a connection per thread; SQLite's locking orders the writers
-  const cache::DeviceRecord device_record{device.fingerprint(), device.name, device.arch, device.to_json()};
   SweepEvent event;
   event.device = device.ordinal;
   event.worker = slot;
@@ -147,18 +94,14 @@ void sweep_device(SweepRun& run, tuner::Session& session, const std::string& gro
   while (const auto taken = run.queue.take(group)) {
     const std::size_t i = *taken;
     const Problem& problem = run.problems[i];
-    const auto& kernel = templates::find_kernel(problem.kernel);
-    const std::string template_hash = templates::template_hash(kernel.header);
-    const cache::ProblemRecord problem_record{
-        cache::problem_key(problem.kernel, template_hash, problem.dtype, kLayout, problem.shape), problem.kernel,
-        template_hash, problem.dtype, kLayout, to_json_text(problem.shape)};
+    tuner::Recording recording(store, device, problem);
     event.index = i;
     event.problem = problem;
     event.trials = 0;
-    event.candidates = templates::all_configs(kernel).size();
+    event.candidates = templates::all_configs(templates::find_kernel(problem.kernel)).size();
 
-    const auto existing = store.find_winner(device_record.key, problem_record.key);
-    const bool cached = options.per_device ? run.had_winner.at(device_record.key)[i] : existing.has_value();
+    const auto existing = recording.winner();
+    const bool cached = options.per_device ? run.had_winner.at(recording.device().key)[i] : existing.has_value();
     if (!options.retune && cached) {
       std::lock_guard lock(run.mutex);
       ++run.summary.skipped;
@@ -177,13 +120,9 @@ void sweep_device(SweepRun& run, tuner::Session& session, const std::string& gro
     TuneOptions tune_options = options.tune;
     tune_options.device = device.ordinal;
     tune_options.db_path = run.db_path;
-    if (existing) {
-      tune_options.incumbent = nlohmann::json::parse(existing->config_json).get<Config>();
-    } else if (!options.per_device) {
-      // A problem an interrupted sweep left half-tuned resumes from the trials it recorded. With
-      // per_device another device of this fingerprint may be recording trials of it right now.
-      tune_options.prior_trials = recorded_trials(store, device_record.key, problem_record.key);
-    }
+    // A problem an interrupted sweep left half-tuned resumes from the trials it recorded. With
+    // per_device another device of this fingerprint may be recording trials of it right now.
+    recording.start_from(tune_options, existing, /*resume=*/!options.per_device);
     const std::size_t resumed = tune_options.prior_trials.size();
     if (options.tune.max_evaluations > 0) {
       event.candidates = std::min(event.candidates, options.tune.max_evaluations + resumed);
@@ -193,11 +132,7 @@ void sweep_device(SweepRun& run, tuner::Session& session, const std::string& gro
       emit(SweepEvent::Kind::started,
            resumed ? fmt::format("tuning (resuming after {} recorded trials)", resumed) : "tuning");
     }
-    // Each trial is committed as it ends, so a kill loses at most the candidates being timed.
     tune_options.on_trial = [&](const TrialReport& trial) {
-      if (!trial.resumed) {
-        store.record_tuning(device_record, problem_record, {trial_record(trial)}, std::nullopt, GMJIT_VERSION);
-      }
       std::lock_guard lock(run.mutex);
       // Configurations ruled out before anything ran are not progress.
       if (trial.status != TrialStatus::invalid || trial.resumed) ++event.trials;
@@ -208,19 +143,11 @@ void sweep_device(SweepRun& run, tuner::Session& session, const std::string& gro
     TuneReport report;
     std::string failure = "no configuration verified";
     try {
-      report = session.tune(problem, tune_options);
+      report = recording.tune(session, tune_options);
     } catch (const tuner::ProblemFailed& e) {
       // One problem the worker cannot even set up ends neither this device's share nor the sweep.
       failure = e.message();
-      store.record_problem_failure(device_record, problem_record, failure, GMJIT_VERSION);
-    }
-    if (report.winner) {
-      // The winner is recorded with the numbers of its final, interleaved timing.
-      store.record_tuning(device_record, problem_record, {trial_record(report.trials[*report.winner])}, 0,
-                          GMJIT_VERSION, report.trials.size());
-      // The winner's cubin goes to the binary cache, so a later process launches it without NVRTC.
-      const auto source = codegen::specialize(kernel, problem.shape, problem.dtype, report.trials[*report.winner].config);
-      cache::store_binary(store, *codegen::shared_compiler().compile(source, device.arch).module);
+      recording.record_failure(failure);
     }
     std::lock_guard lock(run.mutex);
     auto& mine = run.summary.devices[slot];
@@ -327,14 +254,7 @@ SweepSummary sweep(const std::vector<Problem>& requested, const SweepOptions& op
       if (groups.insert(group).second) run.queue.add_group(group, all);
       if (options.per_device && !run.had_winner.count(key)) {
         auto& had = run.had_winner[key];
-        for (const auto& problem : problems) {
-          const auto& kernel = templates::find_kernel(problem.kernel);
-          const std::string template_hash = templates::template_hash(kernel.header);
-          had.push_back(store
-                            .find_winner(key, cache::problem_key(problem.kernel, template_hash, problem.dtype, kLayout,
-                                                                 problem.shape))
-                            .has_value());
-        }
+        for (const auto& problem : problems) had.push_back(tuner::Recording(store, device, problem).winner().has_value());
       }
     }
     run.total = groups.size() * problems.size();

@@ -1,8 +1,12 @@
 #include "gmjit/tune.hpp"
 
+#include <filesystem>
+
 #include "gmjit/error.hpp"
+#include "cache/store.hpp"
 #include "templates/registry.hpp"
 #include "tuner/names.hpp"
+#include "tuner/recording.hpp"
 #include "tuner/session.hpp"
 #include "tuner/strategies/searcher.hpp"
 
@@ -29,7 +33,16 @@ TuneReport tune(const Problem& problem, const TuneOptions& options) {
   if (!problem.dtype.empty()) templates::validate_dtype(kernel, problem.dtype);
   tuner::find_strategy(options.strategy);
   tuner::Session session(options);
-  return session.tune(problem, options);
+  if (!options.record) return session.tune(problem, options);
+  // Opened once the worker has the device, so a machine without a GPU gets no empty cache.
+  cache::Store store(options.db_path.empty() ? cache::default_path() : std::filesystem::path(options.db_path));
+  Problem recorded = problem;
+  if (recorded.dtype.empty()) recorded.dtype = kernel.dtypes.front();
+  TuneOptions run = options;
+  run.db_path = store.path().string();
+  tuner::Recording recording(store, session.device(), recorded);
+  recording.start_from(run, recording.winner(), /*resume=*/true);
+  return recording.tune(session, run);
 }
 
 }  // namespace gmjit

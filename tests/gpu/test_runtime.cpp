@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cache/store.hpp"
+#include "cli_runner.hpp"
 #include "codegen/compiler.hpp"
 #include "gmjit/runtime.hpp"
 #include "core/device.hpp"
@@ -381,6 +382,34 @@ TEST_F(RuntimeGpu, TunePolicyTunesIntoTheCacheThenHits) {
   EXPECT_GE(store.trials(winners[0].device_key, winners[0].problem_key).size(), 1u);
   Runtime later(options(MissPolicy::fail));
   EXPECT_EQ(later.resolve("vector_add", shape).source, ConfigSource::cache);
+}
+
+// A cache-only deployment's miss names a gmtune command; run as printed, it records a winner and
+// its cubin that the next Runtime launches without tuning or compiling.
+TEST_F(RuntimeGpu, TheMissMessagesTuneCommandRecordsAWinnerTheRuntimeLaunches) {
+  GMJIT_REQUIRE_DEVICE();
+  detail::Context context(0);
+  const Shape shape{{"n", 1 << 15}};
+  std::string message;
+  try {
+    Runtime(options(MissPolicy::fail)).resolve("vector_add", shape);
+    FAIL() << "resolved without a cache file under MissPolicy::fail";
+  } catch (const Error& e) {
+    message = e.message();
+  }
+  const std::string command = testing::quoted_gmtune_arguments(message);
+  ASSERT_EQ(command, "tune vector_add --shape n=32768 --dtype fp32 --db " + db_.string()) << message;
+  const auto tuned = testing::run_gmtune(command + " --budget 3");
+  ASSERT_EQ(tuned.status, 0) << tuned.err;
+
+  Runtime runtime(options(MissPolicy::fail));
+  Operands v = vector_add_operands(shape.at("n"), 13);
+  runtime.launch("vector_add", shape, v.tensors());
+  context.synchronize();
+  EXPECT_LE(v.error(), tolerance("vector_add", shape));
+  const RuntimeStats s = runtime.stats();
+  EXPECT_EQ(s.compiles, 0u) << "gmtune tune stored the winner's cubin";
+  EXPECT_EQ(runtime.resolve("vector_add", shape).source, ConfigSource::cache);
 }
 
 }  // namespace

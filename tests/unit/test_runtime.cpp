@@ -109,6 +109,10 @@ TEST_F(RuntimeChecks, FailPolicyWithoutACacheFileRefusesAndCreatesNone) {
   EXPECT_NE(e.message().find("sgemm fp32 k=32,m=64,n=128"), std::string::npos) << e.message();
   EXPECT_NE(e.message().find("miss policy fail"), std::string::npos) << e.message();
   EXPECT_NE(e.message().find(db_.string()), std::string::npos) << e.message();
+  // The command to run records into this cache (tests/nvrtc/test_cli_tune.cpp runs it).
+  EXPECT_NE(e.message().find("`gmtune tune sgemm --shape k=32,m=64,n=128 --dtype fp32 --db " + db_.string() + "`"),
+            std::string::npos)
+      << e.message();
   EXPECT_FALSE(fs::exists(db_));
   EXPECT_EQ(runtime.stats().failed, 1u);
 

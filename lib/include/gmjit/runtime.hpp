@@ -31,7 +31,8 @@ enum class MissPolicy {
   tune,            ///< tune it now (as `gmtune sweep` does: trials, winner and binary go to the cache)
   nearest,         ///< the winner of the nearest tuned shape, else the default configuration
   default_config,  ///< the template's default configuration
-  fail,            ///< throw Error(cache_miss): for cache-only deployments
+  fail,            ///< throw Error(cache_miss) naming the `gmtune tune` command that records a winner in
+                   ///< this Runtime's cache: for cache-only deployments
 };
 /// "tune", "nearest", "default_config", "fail".
 const char* to_string(MissPolicy policy);

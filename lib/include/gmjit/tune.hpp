@@ -84,8 +84,15 @@ struct TuneOptions {
   unsigned compile_threads = 0;     ///< 0: every core
   double watchdog_seconds = 20;     ///< a worker silent this long on one request is killed
   /// Cache file for compiled binaries and (strategy transfer) the nearest tuned shapes; empty:
-  /// no cache is read or written by tune().
+  /// no cache is read or written by tune(), unless `record` is set.
   std::string db_path;
+  /// tune() records the run in the cache at db_path (empty: default_cache_path()) as sweep() does
+  /// (`gmtune tune` sets it; `--no-record` clears it): each trial is committed as it ends, then the
+  /// winner, with its final timing, and its cubin, so a Runtime launches the winner without tuning.
+  /// A winner already recorded is the incumbent (it keeps its place unless beaten by more than the
+  /// noise); without one, the trials an interrupted run recorded are reported as resumed and not
+  /// run again (they replace prior_trials). sweep() always records and ignores this field.
+  bool record = false;
   /// Trials an interrupted run already measured: their configurations are not run again.
   std::vector<TrialReport> prior_trials;
   /// The configuration currently cached as the winner: it keeps its place unless beaten by
@@ -103,8 +110,9 @@ struct TuneOptions {
 /// that verifies it against the reference before timing it, and a candidate that crashes,
 /// hangs or computes a wrong result is recorded and never wins. The budget (max_evaluations,
 /// max_seconds) stops the search before the next candidate; the best ones are then re-timed and
-/// the winner chosen. Throws Error(usage) for a bad problem or an unknown strategy, and
-/// Error(driver) when no device is present.
+/// the winner chosen. With options.record the run lands in the cache (see TuneOptions::record).
+/// Throws Error(usage) for a bad problem or an unknown strategy, and Error(driver) when no device
+/// is present (before any cache is opened).
 TuneReport tune(const Problem& problem, const TuneOptions& options = {});
 
 /// Problems of a shapes file, JSON of the form {"sweeps": [{"kernel": K, "dtype": T, "shapes":
