@@ -821,6 +821,25 @@ void Store::check_quick() {
 
 const std::optional<fs::path>& Store::quarantined() const { return quarantined_; }
 
+std::vector<fs::path> Store::quarantined_copies(const fs::path& path) {
+  const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  const std::string prefix = path.filename().string() + ".corrupt-";
+  std::vector<fs::path> copies;
+  std::error_code error;
+  for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const auto ends_with = [&](std::string_view suffix) {
+      return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    };
+    if (ends_with("-wal") || ends_with("-shm")) continue;
+    copies.push_back(it->path());
+  }
+  // The UTC stamp in the name sorts by time; a second copy of the same second ends in -2, -3, ...
+  std::sort(copies.begin(), copies.end());
+  return copies;
+}
+
 Store::Store(Store&&) noexcept = default;
 Store& Store::operator=(Store&&) noexcept = default;
 Store::~Store() = default;

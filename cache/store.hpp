@@ -155,7 +155,10 @@ struct ImportResult {
   std::size_t trials_added = 0;
   std::size_t winners_changed = 0;  ///< winners added, or replaced by a faster one
   std::size_t binaries_added = 0;
-  std::size_t binaries_ignored = 0;  ///< untrusted, failing checksum or accept_binary, or present
+  /// Untrusted, present already, or refused (failing their checksum or check_imported_binary).
+  std::size_t binaries_ignored = 0;
+  /// One line per refused binary: its compile key, kernel and arch, and why.
+  std::vector<std::string> binaries_refused;
 };
 
 /// The nearest-shape distance between two shapes (JSON objects or arrays of dimensions): the
@@ -358,6 +361,10 @@ class Store {
 
   /// Where a corrupt file found at open was moved; nullopt when the file was sound.
   const std::optional<std::filesystem::path>& quarantined() const;
+
+  /// The corrupt files moved aside from `path` by this or an earlier open that are still there
+  /// (`<path>.corrupt-*`, without their -wal and -shm), oldest first. Opens nothing.
+  static std::vector<std::filesystem::path> quarantined_copies(const std::filesystem::path& path);
 
   const std::filesystem::path& path() const;
 
