@@ -304,10 +304,13 @@ TEST_F(CliCache, VerifyKeepsReportingAQuarantinedCopyUntilItIsRemoved) {
 // A dry run only reads: on a sound cache nothing changes; on a corrupt one the file stays where it
 // is, as it is, and no file appears.
 TEST_F(CliCache, SweepDryRunOpensNothingForWriting) {
+  // Each file's name, size and a hash of its bytes.
   auto listing = [](const fs::path& dir) {
     std::map<std::string, std::string> files;
     for (const auto& entry : fs::directory_iterator(dir)) {
-      files[entry.path().filename().string()] = testing::read_text(entry.path());
+      const std::string bytes = testing::read_text(entry.path());
+      files[entry.path().filename().string()] =
+          std::to_string(bytes.size()) + " bytes, hash " + std::to_string(std::hash<std::string>{}(bytes));
     }
     return files;
   };
