@@ -38,7 +38,7 @@ struct ImportedBinaryCheck {
 // for the binary's arch, and the binary is kept only when its compile key is that compile's and
 // its cubin equals the fresh one byte for byte; what is kept is the fresh record (its PTX and
 // resources, among them the entry point loaded, are this library's). A kernel whose compiles
-// are not reproducible is refused outright. Compiles through codegen::shared_compiler(), so
+// are not reproducible (sgemm) is refused outright. Compiles through codegen::shared_compiler(), so
 // this costs one NVRTC compile per instantiation not yet compiled in this process.
 ImportedBinaryCheck check_imported_binary(const BinaryRecord& imported);
 
