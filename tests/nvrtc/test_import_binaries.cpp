@@ -36,6 +36,12 @@ using testing::kArch;
 
 const Shape kShape{{"n", 1024}};
 
+ImportResult import_trusted(Store& target, const fs::path& file) {
+  ImportOptions trusted;
+  trusted.trust_binaries = true;
+  return cache::import_json(target, file, trusted);
+}
+
 std::shared_ptr<const codegen::CompiledModule> compile_vector_add(const Config& config) {
   const auto& kernel = templates::find_kernel("vector_add");
   return codegen::shared_compiler().compile(codegen::specialize(kernel, kShape, "fp32", config), kArch).module;
@@ -82,9 +88,7 @@ class ImportBinaries : public CacheDirTest {
   void expect_refused(const fs::path& file, const std::string& why) {
     const fs::path target_path = dir_ / ("target-" + std::to_string(++targets_) + ".db");
     Store target(target_path);
-    ImportOptions trusted;
-    trusted.trust_binaries = true;
-    const ImportResult r = cache::import_json(target, file, trusted);
+    const ImportResult r = import_trusted(target, file);
     EXPECT_EQ(r.binaries_added, 0u);
     EXPECT_EQ(r.binaries_ignored, 1u);
     ASSERT_EQ(r.binaries_refused.size(), 1u);
@@ -105,9 +109,7 @@ TEST_F(ImportBinaries, AGenuineBinarySurvivesExportAndTrustedImport) {
   // The import must compile again rather than find this process's module in memory.
   codegen::shared_compiler().forget_modules();
   Store target(path_);
-  ImportOptions trusted;
-  trusted.trust_binaries = true;
-  const ImportResult r = cache::import_json(target, file, trusted);
+  const ImportResult r = import_trusted(target, file);
   EXPECT_EQ(r.binaries_added, 1u);
   EXPECT_EQ(r.binaries_ignored, 0u);
   EXPECT_TRUE(r.binaries_refused.empty()) << r.binaries_refused[0];
