@@ -4,6 +4,7 @@
 // that the driver refuses to load is deleted and recompiled, never served.
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "cache/store.hpp"
@@ -20,6 +21,26 @@ struct LoadedBinary {
 
 // Stores a compiled module in the binary cache.
 void store_binary(cache::Store& store, const codegen::CompiledModule& compiled);
+
+// This library's record of a compiled module, as the binary cache keeps it.
+BinaryRecord binary_record(const codegen::CompiledModule& compiled);
+
+// What rebuilding a binary from elsewhere (an import) found.
+struct ImportedBinaryCheck {
+  // This library's own record of the instantiation, whose cubin is byte-identical to the
+  // imported one; nullopt when refused.
+  std::optional<BinaryRecord> rebuilt;
+  std::string refusal;  // why the imported binary is not kept, in one line
+};
+
+// A binary's claims (compile key, kernel, arch, and kernel, dtype, shape and configuration in
+// its resources_json) say nothing about its bytes. So the claimed instantiation is compiled here
+// for the binary's arch, and the binary is kept only when its compile key is that compile's and
+// its cubin equals the fresh one byte for byte; what is kept is the fresh record (its PTX and
+// resources, among them the entry point loaded, are this library's). A kernel whose compiles
+// are not reproducible (sgemm) is refused outright. Compiles through codegen::shared_compiler(), so
+// this costs one NVRTC compile per instantiation not yet compiled in this process.
+ImportedBinaryCheck check_imported_binary(const BinaryRecord& imported);
 
 // Needs a current context.
 LoadedBinary load_through_cache(cache::Store& store, const codegen::GeneratedSource& source, const std::string& arch);

@@ -14,14 +14,15 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <set>
 #include <string>
 #include <string_view>
 #include <tuple>
 #include <utility>
 #include <vector>
 
+#include "cache/binaries.hpp"
 #include "cache/fail.hpp"
+#include "cache/rules.hpp"
 #include "core/log.hpp"
 #include "gmjit/error.hpp"
 
@@ -298,7 +299,8 @@ json to_document(const CacheRows& rows, bool with_binaries) {
   return doc;
 }
 
-CacheRows validate(const json& root, const ImportOptions& options) {
+// JSON types and indices here; every other rule in check_rows, which verify shares.
+CacheRows validate(const json& root) {
   if (!root.is_object()) GMJIT_USAGE_FAIL("the document is not a JSON object");
   const auto format = root.find("format");
   if (format == root.end() || !format->is_string() || format->get<std::string>() != kFormat) {
@@ -312,42 +314,20 @@ CacheRows validate(const json& root, const ImportOptions& options) {
                      version == root.end() ? std::string("(missing)") : version->dump(),
                      kFormatVersion);
   }
-  auto known = [&](const std::string& kernel, const Reader& r) {
-    if (options.known_kernel && !options.known_kernel(kernel)) {
-      GMJIT_USAGE_FAIL("{}: unknown kernel '{}'", r.where(), kernel);
-    }
-  };
-
   CacheRows rows;
-  std::set<std::string> device_keys;
   rows.devices = read_array<CacheRows::Device>(root, "devices", true, [&](const Reader& r, auto& d) {
     r.read_fields(d.record, kDeviceFields);
     r.read_fields(d, kDeviceRowFields);
-    device_keys.insert(d.record.key);
   });
   rows.kernels = read_array<CacheRows::Kernel>(root, "kernels", true, [&](const Reader& r, auto& k) {
     r.read_fields(k, kKernelFields);
-    known(k.name, r);
   });
-  std::set<std::string> problem_keys;
   rows.problems = read_array<ProblemRecord>(root, "problems", true, [&](const Reader& r, auto& p) {
     r.read_fields(p, kProblemFields);
-    known(p.kernel, r);
-    problem_keys.insert(p.key);
   });
   rows.trials = read_array<CacheRows::Trial>(root, "trials", true, [&](const Reader& r, auto& t) {
     r.read_fields(t, kTrialRowFields);
-    if (device_keys.count(t.device_key) == 0) {
-      GMJIT_USAGE_FAIL("{}.device: '{}' is not among devices", r.where(), t.device_key);
-    }
-    if (problem_keys.count(t.problem_key) == 0) {
-      GMJIT_USAGE_FAIL("{}.problem: '{}' is not among problems", r.where(), t.problem_key);
-    }
     r.read_fields(t.record, kTrialFields);
-    const std::string& status = t.record.status;
-    if (std::find(kTrialStatuses.begin(), kTrialStatuses.end(), status) == kTrialStatuses.end()) {
-      GMJIT_USAGE_FAIL("{}.status: unknown status '{}'", r.where(), status);
-    }
     if (r.has("occurrence")) r.read("occurrence", Text::any, t.occurrence);
   });
   rows.winners = read_array<CacheRows::Winner>(root, "winners", true, [&](const Reader& r, auto& w) {
@@ -359,19 +339,12 @@ CacheRows validate(const json& root, const ImportOptions& options) {
                        rows.trials.size());
     }
     w.trial = static_cast<std::size_t>(trial);
-    const CacheRows::Trial& t = rows.trials[w.trial];
-    if (t.device_key != w.device_key || t.problem_key != w.problem_key) {
-      GMJIT_USAGE_FAIL("{}: trial {} belongs to another device or problem", r.where(), trial);
-    }
-    if (t.record.status != "ok") {
-      GMJIT_USAGE_FAIL("{}: trial {} has status '{}'; only an 'ok' trial can win", r.where(), trial,
-                       t.record.status);
-    }
   });
   rows.binaries = read_array<CacheRows::Binary>(root, "binaries", false, [&](const Reader& r, auto& b) {
     r.read_fields(b.record, kBinaryFields);
     r.read_fields(b, kBinaryRowFields);
   });
+  require_valid_rows(rows);
   return rows;
 }
 
@@ -391,17 +364,23 @@ void screen_binaries(const Store& store, CacheRows& rows, const ImportOptions& o
   std::vector<CacheRows::Binary> kept;
   for (CacheRows::Binary& row : rows.binaries) {
     const BinaryRecord& b = row.record;
+    std::string refusal;
     if (binary_checksum(b.cubin) != b.checksum) {
-      detail::logger().warn("tuning cache {}: imported binary {} fails its checksum; ignored",
-                            store.path().string(), b.compile_key);
-      ++result.binaries_ignored;
-    } else if (options.accept_binary && !options.accept_binary(b)) {
-      detail::logger().warn("tuning cache {}: imported binary {} was not accepted; ignored",
-                            store.path().string(), b.compile_key);
-      ++result.binaries_ignored;
+      refusal = "fails its checksum";
     } else {
-      kept.push_back(std::move(row));
+      ImportedBinaryCheck check = check_imported_binary(b);
+      if (check.rebuilt) {
+        check.rebuilt->last_used = b.last_used;
+        row.record = std::move(*check.rebuilt);
+        kept.push_back(std::move(row));
+        continue;
+      }
+      refusal = std::move(check.refusal);
     }
+    const std::string line = fmt::format("binary {} ({} {}): {}", b.compile_key, b.kernel, b.arch, refusal);
+    detail::logger().warn("tuning cache {}: refused imported {}", store.path().string(), line);
+    result.binaries_refused.push_back(line);
+    ++result.binaries_ignored;
   }
   rows.binaries = std::move(kept);
 }
@@ -413,15 +392,33 @@ ImportResult apply(Store& store, std::vector<CacheRows>& sources, const ImportOp
   for (CacheRows& rows : sources) screen_binaries(store, rows, options, screened);
   ImportResult result = store.merge(sources);
   result.binaries_ignored += screened.binaries_ignored + unread_binaries;
+  result.binaries_refused = std::move(screened.binaries_refused);
   return result;
 }
 
+// At most kMaxImportFileBytes: the size is checked before anything is read, and the read stops
+// past the limit for a file that grows or has no size (a pipe).
 std::string read_file(const fs::path& path) {
+  std::error_code error;
+  if (const auto size = fs::file_size(path, error); !error && size > kMaxImportFileBytes) {
+    GMJIT_USAGE_FAIL("{}: {} bytes; an import file may have at most {} (export without binaries, or "
+                     "merge the cache files instead)",
+                     path.string(), size, kMaxImportFileBytes);
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     GMJIT_USAGE_FAIL("cannot read import file {}: {}", path.string(), std::strerror(errno));
   }
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  std::string text;
+  char buffer[1 << 16];
+  while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
+    text.append(buffer, static_cast<std::size_t>(in.gcount()));
+    if (text.size() > kMaxImportFileBytes) {
+      GMJIT_USAGE_FAIL("{}: more than {} bytes; an import file may have at most that", path.string(),
+                       kMaxImportFileBytes);
+    }
+  }
+  return text;
 }
 
 }  // namespace
@@ -477,7 +474,7 @@ ImportResult import_json(Store& store, const fs::path& in, const ImportOptions& 
   }
   std::vector<CacheRows> sources;
   try {
-    sources.push_back(validate(root, options));
+    sources.push_back(validate(root));
   } catch (const Error& e) {
     GMJIT_USAGE_FAIL("{}: {}", in.string(), e.message());
   }
@@ -498,7 +495,7 @@ ImportResult merge_into(Store& target, const std::vector<fs::path>& sources,
     const json doc = to_document(reader.read_rows(options.trust_binaries), options.trust_binaries);
     if (!options.trust_binaries) untrusted_binaries += reader.binary_count();
     try {
-      rows.push_back(validate(doc, options));
+      rows.push_back(validate(doc));
     } catch (const Error& e) {
       GMJIT_USAGE_FAIL("{}: {}", source.string(), e.message());
     }

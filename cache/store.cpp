@@ -566,9 +566,23 @@ fs::path default_path() {
 
 Connection::Connection(const fs::path& path, Access access, int busy_timeout_ms) {
   sqlite3* db = nullptr;
-  const bool read_only = access == Access::read_only;
-  const int rc = sqlite3_open_v2(path.c_str(), &db,
-                                 read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE, nullptr);
+  const bool read_only = access != Access::read_write;
+  std::string name = path.string();
+  int flags = read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE;
+  if (access == Access::immutable) {
+    // A URI names the file: '%', '?' and '#' in the path are escaped so that they stay part of it.
+    std::string uri = "file:";
+    for (const char c : name) {
+      if (c == '%' || c == '?' || c == '#') {
+        uri += fmt::format("%{:02X}", static_cast<unsigned char>(c));
+      } else {
+        uri += c;
+      }
+    }
+    name = uri + "?immutable=1";
+    flags |= SQLITE_OPEN_URI;
+  }
+  const int rc = sqlite3_open_v2(name.c_str(), &db, flags, nullptr);
   db_ = db;  // owned from here on, even when the open failed
   if (rc != SQLITE_OK) {
     const std::string why = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
@@ -833,6 +847,25 @@ void Store::check_quick() {
 
 const std::optional<fs::path>& Store::quarantined() const { return quarantined_; }
 
+std::vector<fs::path> Store::quarantined_copies(const fs::path& path) {
+  const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  const std::string prefix = path.filename().string() + ".corrupt-";
+  std::vector<fs::path> copies;
+  std::error_code error;
+  for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const auto ends_with = [&](std::string_view suffix) {
+      return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    };
+    if (ends_with("-wal") || ends_with("-shm")) continue;
+    copies.push_back(it->path());
+  }
+  // The UTC stamp in the name sorts by time; a second copy of the same second ends in -2, -3, ...
+  std::sort(copies.begin(), copies.end());
+  return copies;
+}
+
 Store::Store(Store&&) noexcept = default;
 Store& Store::operator=(Store&&) noexcept = default;
 Store::~Store() = default;
@@ -914,7 +947,9 @@ Store::Store(fs::path path, Connection connection, int schema_version)
     : path_(std::move(path)), schema_version_(schema_version), connection_(std::move(connection)) {}
 
 Store Store::open_read_only(const fs::path& path, std::string_view role) {
-  Store store(path, Connection(path, Connection::Access::read_only), 0);
+  std::error_code error;
+  const bool in_use = fs::exists(with_suffix(path, "-wal"), error) || error;
+  Store store(path, Connection(path, in_use ? Connection::Access::read_only : Connection::Access::immutable), 0);
   Header header;
   try {
     header = store.read_header();

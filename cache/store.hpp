@@ -162,7 +162,10 @@ struct ImportResult {
   std::size_t trials_added = 0;
   std::size_t winners_changed = 0;  ///< winners added, or replaced by a faster one
   std::size_t binaries_added = 0;
-  std::size_t binaries_ignored = 0;  ///< untrusted, failing checksum or accept_binary, or present
+  /// Untrusted, present already, or refused (failing their checksum or check_imported_binary).
+  std::size_t binaries_ignored = 0;
+  /// One line per refused binary: its compile key, kernel and arch, and why.
+  std::vector<std::string> binaries_refused;
 };
 
 /// The nearest-shape distance between two shapes (JSON objects or arrays of dimensions): the
@@ -189,7 +192,9 @@ std::string binary_checksum(const std::vector<char>& data);
 /// An open SQLite connection; closes on destruction.
 class Connection {
  public:
-  enum class Access { read_write, read_only };
+  /// immutable: read-only, taking no locks and creating no -wal or -shm beside the file; only
+  /// for a file no writer has open.
+  enum class Access { read_write, read_only, immutable };
 
   /// Opens an existing file; never creates one (the Store creates it with mode 0600). Read-write
   /// access is refused when SQLite could only open the file read-only.
@@ -348,8 +353,11 @@ class Store {
   /// another device or problem), binaries whose checksum fails. Reports only; changes nothing.
   VerifyReport verify();
 
-  /// Opens another cache only to read its rows (a merge source): read-only, schema 1 or newer up
-  /// to kSchemaVersion. Never creates, migrates, quarantines or otherwise writes the file.
+  /// Opens another cache only to read its rows (a merge source, a dry run): read-only, schema 1
+  /// or newer up to kSchemaVersion. Never creates, migrates, quarantines or otherwise writes the
+  /// file. A file without a -wal beside it, which no writer has open, is read as immutable, so
+  /// that no -wal or -shm appears beside it either (a writer that opens it during the read could
+  /// make that read fail, never the file).
   /// @throws gmjit::Error (cache) when the file cannot be opened or read, is not a gmjit cache, or
   ///   has a newer schema; `role` names the file in those messages.
   static Store open_read_only(const std::filesystem::path& path, std::string_view role = "cache");
@@ -378,6 +386,10 @@ class Store {
 
   /// Where a corrupt file found at open was moved; nullopt when the file was sound.
   const std::optional<std::filesystem::path>& quarantined() const;
+
+  /// The corrupt files moved aside from `path` by this or an earlier open that are still there
+  /// (`<path>.corrupt-*`, without their -wal and -shm), oldest first. Opens nothing.
+  static std::vector<std::filesystem::path> quarantined_copies(const std::filesystem::path& path);
 
   const std::filesystem::path& path() const;
 

@@ -1,20 +1,22 @@
 // The facade over the SQLite cache: what gmtune show/export/import/merge/verify/gc call.
+#include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 
-#include <algorithm>
-
 #include "cache/exchange.hpp"
+#include "cache/rules.hpp"
 #include "cache/store.hpp"
-#include "codegen/compiler.hpp"
 #include "gmjit/cache.hpp"
 #include "gmjit/error.hpp"
-#include "templates/registry.hpp"
 
 namespace gmjit {
 
 std::string default_cache_path() { return cache::default_path().string(); }
 
 namespace {
+
+// Records verify names one by one; a cache damaged throughout says enough in these.
+constexpr std::size_t kMaxRecordProblems = 20;
 
 cache::Store open_store(const std::string& db_path) {
   return cache::Store(db_path.empty() ? cache::default_path() : std::filesystem::path(db_path));
@@ -24,37 +26,14 @@ std::map<std::string, std::int64_t> parse_values(const std::string& json) {
   return nlohmann::json::parse(json).get<std::map<std::string, std::int64_t>>();
 }
 
-// A trusted binary is kept only if this library, compiling the kernel, dtype, shape and config
-// it claims to be, would produce the same compile key: a cubin can then only be one this
-// toolkit would have built itself.
-bool compile_key_matches(const cache::BinaryRecord& binary) {
-  try {
-    const auto claimed = nlohmann::json::parse(binary.resources_json);
-    const auto& kernel = templates::find_kernel(claimed.at("kernel").get<std::string>());
-    const Shape shape = claimed.at("shape").get<Shape>();
-    const Config config = claimed.at("config").get<Config>();
-    const std::string dtype = claimed.at("dtype").get<std::string>();
-    if (!kernel.violation(config, shape).empty()) return false;
-    const auto source = codegen::specialize(kernel, shape, dtype, config);
-    return codegen::compile_key(source, binary.arch) == binary.compile_key;
-  } catch (const std::exception&) {
-    return false;
-  }
-}
-
 cache::ImportOptions import_options(bool trust_binaries) {
   cache::ImportOptions options;
   options.trust_binaries = trust_binaries;
-  options.known_kernel = [](const std::string& name) {
-    const auto& kernels = templates::catalog();
-    return std::any_of(kernels.begin(), kernels.end(), [&](const auto& k) { return k.name == name; });
-  };
-  options.accept_binary = compile_key_matches;
   return options;
 }
 
 ExchangeSummary summarize(const cache::ImportResult& r) {
-  return {r.trials_added, r.winners_changed, r.binaries_added, r.binaries_ignored};
+  return {r.trials_added, r.winners_changed, r.binaries_added, r.binaries_ignored, r.binaries_refused};
 }
 
 }  // namespace
@@ -83,13 +62,29 @@ CacheCheck verify_cache(const std::string& db_path) {
   cache::Store store = open_store(db_path);
   CacheCheck check;
   check.path = store.path().string();
-  if (const auto moved = store.quarantined()) {
+  const auto moved = store.quarantined();
+  if (moved) {
     check.quarantined = moved->string();
     check.problems.push_back("the file was corrupt and was moved to " + moved->string() + "; a fresh cache replaced it");
   }
+  // Reported until removed: a fresh cache in place of a corrupt one still lost what the old one held.
+  for (const auto& copy : cache::Store::quarantined_copies(store.path())) {
+    check.corrupt_copies.push_back(copy.string());
+    if (moved && copy == *moved) continue;
+    check.problems.push_back("a corrupt cache moved aside earlier is still at " + copy.string() +
+                             "; examine it, then remove it");
+  }
   const auto report = store.verify();
   check.problems.insert(check.problems.end(), report.problems.begin(), report.problems.end());
-  check.ok = report.ok && !check.quarantined;
+  std::size_t bad_records = 0;
+  cache::check_rows(store.read_rows(/*with_binaries=*/false), [&](const std::string& line) {
+    if (++bad_records <= kMaxRecordProblems) check.problems.push_back("record " + line);
+    return true;
+  });
+  if (bad_records > kMaxRecordProblems) {
+    check.problems.push_back(fmt::format("and {} more records that break the import rules", bad_records - kMaxRecordProblems));
+  }
+  check.ok = check.problems.empty();
   return check;
 }
 

@@ -581,6 +581,7 @@ std::int64_t parse_size(const std::string& text) {
 void print_exchange(const char* verb, const gmjit::ExchangeSummary& s) {
   std::printf("%s: %zu trials added, %zu winners changed, %zu binaries added, %zu binaries ignored\n", verb,
               s.trials_added, s.winners_changed, s.binaries_added, s.binaries_ignored);
+  for (const auto& line : s.binaries_refused) std::printf("refused %s\n", line.c_str());
 }
 
 }  // namespace
@@ -682,7 +683,8 @@ int main(int argc, char** argv) {
   auto* import_cmd = app.add_subcommand("import", "add an export's trials and faster winners to the cache");
   import_cmd->add_option("file", file, "an export of gmtune export")->required();
   import_cmd->add_flag("--trust-binaries", trust_binaries,
-                       "accept cubins whose checksum holds and whose compile key this toolkit reproduces");
+                       "keep a cubin only when it is byte-identical to this library's compile of the "
+                       "instantiation it claims (compiled now, with NVRTC); others are refused and listed");
   import_cmd->add_option("--db", db, db_help);
   auto* merge = app.add_subcommand("merge", "combine cache files into one");
   merge->add_option("sources", sources, "cache files to read")->required();

@@ -267,7 +267,12 @@ std::vector<Problem> pending_problems(const std::vector<Problem>& problems, cons
   const std::filesystem::path path = db_path.empty() ? cache::default_path() : std::filesystem::path(db_path);
   std::error_code error;
   if (!std::filesystem::exists(path, error)) return problems;
-  cache::Store store(path);
+  // SQLite takes an empty file for an empty database, which a first open would turn into a cache.
+  if (std::filesystem::is_regular_file(path, error) && std::filesystem::file_size(path, error) == 0 && !error) {
+    return problems;
+  }
+  // Read-only: a dry run must not create, migrate or quarantine what it only looks at.
+  cache::Store store = cache::Store::open_read_only(path, "cache");
   std::set<std::string> finished_anywhere;
   if (device_key.empty()) {
     for (const auto& winner : store.winners()) finished_anywhere.insert(winner.problem_key);

@@ -1,6 +1,7 @@
 #pragma once
 // Helpers the cache tests share: a private directory per test, raw SQLite access independent of
-// the Store, file bytes, catching the gmjit::Error an action throws, and a measured trial.
+// the Store, file bytes, catching the gmjit::Error an action throws, a measured trial, and
+// records of a real kernel that the import rules (cache/rules.hpp) accept.
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
@@ -15,8 +16,10 @@
 #include <string>
 #include <system_error>
 
+#include "cache/keys.hpp"
 #include "cache/store.hpp"
 #include "gmjit/error.hpp"
+#include "templates/registry.hpp"
 
 namespace gmjit::cache_test {
 
@@ -141,6 +144,28 @@ inline TrialRecord ok_trial(int tile, double median_ms) {
   t.compile_ms = 812.5;
   t.registers = 128;
   t.shared_bytes = 49152;
+  return t;
+}
+
+// A vector_add problem of n elements as a sweep records it: the template's hash and the problem
+// key of its fields.
+inline ProblemRecord vector_add_problem(std::int64_t n, const std::string& dtype = "fp32") {
+  const Shape shape{{"n", n}};
+  const std::string hash = templates::template_hash(templates::find_kernel("vector_add").header);
+  return {cache::problem_key("vector_add", hash, dtype, cache::kRowMajor, shape), "vector_add", hash, dtype,
+          cache::kRowMajor, R"({"n":)" + std::to_string(n) + "}"};
+}
+
+// vector_add's configuration with `block` threads (128, 256, 512 or 1024: its domain), 4 items
+// of 16 bytes.
+inline std::string vector_add_config(std::int64_t block) {
+  return R"({"block":)" + std::to_string(block) + R"(,"items":4,"vec_bytes":16})";
+}
+
+// ok_trial, with a vector_add configuration.
+inline TrialRecord vector_add_trial(std::int64_t block, double median_ms) {
+  TrialRecord t = ok_trial(0, median_ms);
+  t.config_json = vector_add_config(block);
   return t;
 }
 

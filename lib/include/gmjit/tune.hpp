@@ -154,7 +154,9 @@ std::vector<Problem> shard_problems(const std::vector<Problem>& problems, std::s
 /// The problems a sweep on `device_key` would still tune: those without a winner in the cache at
 /// `db_path` (empty: default_cache_path()). With an empty device_key (no GPU to fingerprint,
 /// e.g. on a login node) a problem is finished when it has a winner on any device. A missing
-/// cache file means nothing is finished, and none is created. Touches no GPU.
+/// cache file (or an empty one) means nothing is finished. The cache is opened read-only: no
+/// file is created, migrated or moved, so a corrupt cache stays where it is and is an
+/// Error(cache) here (a sweep would move it aside; gmtune verify reports it). Touches no GPU.
 std::vector<Problem> pending_problems(const std::vector<Problem>& problems, const std::string& db_path,
                                       const std::string& device_key);
 
