@@ -154,6 +154,17 @@ double element(const templates::DtypeInfo& dtype, const unsigned char* bytes, st
   return dtype.name == "bf16" ? bf16_to_float(narrow) : half_to_float(narrow);
 }
 
+codegen::GeneratedSource compare_source(const templates::DtypeInfo& dtype) {
+  codegen::GeneratedSource compare;
+  compare.kernel = "verify";
+  compare.dtype = dtype.name;
+  compare.header = "gmjit/verify.cuh";
+  compare.name_expression = fmt::format("gmjit::verify::compare<{}>", dtype.cpp_type);
+  compare.file_name = "verify_" + dtype.name + ".cu";
+  compare.source = "#include \"gmjit/verify.cuh\"\n";
+  return compare;
+}
+
 OutputCheck check_output(const templates::DtypeInfo& dtype, const unsigned char* out, const double* ref,
                          std::int64_t n, const templates::ElementBound& bound) {
   OutputCheck check;
@@ -266,14 +277,7 @@ Harness::Harness(const templates::KernelDescriptor& kernel, const Shape& shape, 
   // per output dtype.
   for (const auto& tensor : tensors_) {
     if (!tensor.arg.output || compare_kernels_.count(tensor.dtype->name)) continue;
-    codegen::GeneratedSource compare;
-    compare.kernel = "verify";
-    compare.dtype = tensor.dtype->name;
-    compare.header = "gmjit/verify.cuh";
-    compare.name_expression = fmt::format("gmjit::verify::compare<{}>", tensor.dtype->cpp_type);
-    compare.file_name = "verify_" + tensor.dtype->name + ".cu";
-    compare.source = "#include \"gmjit/verify.cuh\"\n";
-    const auto compiled = codegen::shared_compiler().compile(compare, device.arch).module;
+    const auto compiled = codegen::shared_compiler().compile(compare_source(*tensor.dtype), device.arch).module;
     Compare& entry = compare_kernels_[tensor.dtype->name];
     entry.module = std::make_unique<detail::Module>(compiled->cubin);
     entry.kernel = std::make_unique<detail::Kernel>(entry.module->kernel(compiled->lowered_name));

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/compiler.hpp"
 #include "gmjit/types.hpp"
 #include "core/device.hpp"
 #include "core/module.hpp"
@@ -64,6 +65,8 @@ struct OutputCheck {
   double value = 0;            // the output at `first`
   double expected = 0;         // the reference at `first`
 };
+// The compare kernel (gmjit/verify.cuh) for outputs of `dtype`, as the Harness compiles it.
+codegen::GeneratedSource compare_source(const templates::DtypeInfo& dtype);
 // The host's version of the device's compare: `out` holds `n` elements of `dtype`.
 OutputCheck check_output(const templates::DtypeInfo& dtype, const unsigned char* out, const double* ref,
                          std::int64_t n, const templates::ElementBound& bound);

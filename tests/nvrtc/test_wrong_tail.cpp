@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <regex>
 #include <sstream>
 
 #include "codegen/compiler.hpp"
@@ -16,6 +15,8 @@
 #include "gmjit/kernels.hpp"
 #include "gmjit/tune.hpp"
 #include "templates/registry.hpp"
+#include "tuner/harness.hpp"
+#include "wrong_tail_check.hpp"
 
 namespace gmjit {
 namespace {
@@ -46,6 +47,17 @@ TEST(WrongTail, CompilesAtEveryTailAndDtype) {
   }
 }
 
+// The device's compare kernel for every dtype an output can have: the gpu tier compiles the same.
+TEST(WrongTail, TheCompareKernelCompilesForEveryDtype) {
+  for (const std::string dtype : {"fp32", "fp16", "bf16", "u8", "u32"}) {
+    SCOPED_TRACE(dtype);
+    const auto module =
+        codegen::Compiler().compile(tuner::compare_source(templates::dtype_info(dtype)), "sm_90a").module;
+    EXPECT_NE(module->ptx.find(module->lowered_name), std::string::npos);
+    EXPECT_NE(module->ptx.find(".max.u64"), std::string::npos) << "the first bad element";
+  }
+}
+
 TEST(WrongTail, TheSimulatedDeviceRejectsItThoughItsL2ErrorPasses) {
   // A host reference instead of the CUDA one, so the simulated device has outputs to verify.
   auto manifest = nlohmann::json::parse(read_text(kDir + "wrong_tail.json"));
@@ -64,27 +76,7 @@ TEST(WrongTail, TheSimulatedDeviceRejectsItThoughItsL2ErrorPasses) {
   options.simulated_device = true;
   options.strategy = "exhaustive";
   const TuneReport report = tune({name, "fp16", {{"n", n}}, "wrong tail"}, options);
-  ASSERT_EQ(report.trials.size(), 2u);
-  const double tolerance = 4e-3;
-  for (const auto& trial : report.trials) {
-    SCOPED_TRACE(format_assignments(trial.config) + ": " + trial.detail);
-    if (trial.config.at("tail") == 0) {
-      EXPECT_EQ(trial.status, TrialStatus::ok);
-      continue;
-    }
-    EXPECT_EQ(trial.status, TrialStatus::wrong_result);
-    EXPECT_LE(trial.verify_error, tolerance) << "the L2 check alone would have passed it";
-    EXPECT_GT(trial.verify_error, 0.0);
-    std::smatch match;
-    ASSERT_TRUE(std::regex_search(trial.detail, match,
-                                  std::regex(R"(of 8388608 elements of c outside \|out - ref\| <= 0\.004 \+ 0\.004 )"
-                                             R"(\|ref\|; the first, element (\d+), is 0 against -?[0-9.]+)")));
-    const std::int64_t first = std::stoll(match[1].str());
-    EXPECT_GE(first, n - 12);
-    EXPECT_LT(first, n);
-  }
-  ASSERT_TRUE(report.winner.has_value());
-  EXPECT_EQ(report.trials[*report.winner].config.at("tail"), 0);
+  testing::check_wrong_tail_report(report, n, 2.9e-3);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "cli_runner.hpp"
 
@@ -34,9 +35,11 @@ TEST(CliBounds, AnUnknownArchIsExitTwoWithOneLine) {
 
 TEST(CliBounds, SizesBeyondAKernelAreExitTwo) {
   const std::string huge = "4611686018427387904";  // 2^62
-  for (const std::string& args : {"compile sgemm --shape m=" + huge + ",n=" + huge + ",k=" + huge,
-                                  "compile vector_add --shape n=" + huge, "compile softmax --shape rows=2,cols=" + huge,
-                                  "compile histogram --shape n=4294967296,contention=0"}) {
+  const std::vector<std::string> commands{"compile sgemm --shape m=" + huge + ",n=" + huge + ",k=" + huge,
+                                         "compile vector_add --shape n=" + huge,
+                                         "compile softmax --shape rows=2,cols=" + huge,
+                                         "compile histogram --shape n=4294967296,contention=0"};
+  for (const std::string& args : commands) {
     SCOPED_TRACE(args);
     const auto result = run_gmtune(args + " --arch sm_90a");
     EXPECT_EQ(result.status, 2) << result.err;
@@ -46,7 +49,11 @@ TEST(CliBounds, SizesBeyondAKernelAreExitTwo) {
 }
 
 TEST(CliBounds, GcSizesAreCli11SizeValues) {
-  const auto db = temp_path("gc.db");
+  // gmtune refuses a cache in a directory others can write, such as /tmp itself.
+  const auto dir = temp_path("gc");
+  std::filesystem::create_directories(dir);
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_all);
+  const auto db = dir / "gmjit.db";
   for (const std::string size : {"1M", "1MiB", "512kb", "2G", "0", "1048576"}) {
     const auto result = run_gmtune("gc --max-size " + size + " --db " + db.string());
     EXPECT_EQ(result.status, 0) << size << ": " << result.err;
@@ -57,15 +64,14 @@ TEST(CliBounds, GcSizesAreCli11SizeValues) {
     EXPECT_EQ(line_count(result.err), 1) << result.err;
     EXPECT_NE(result.err.find("--max-size"), std::string::npos) << result.err;
   }
-  std::filesystem::remove(db);
-  std::filesystem::remove(db.string() + "-wal");
-  std::filesystem::remove(db.string() + "-shm");
+  std::filesystem::remove_all(dir);
 }
 
 TEST(CliBounds, ANegativeDeviceIsExitTwo) {
   const auto db = temp_path("device.db");
-  for (const std::string& args : {std::string("tune vector_add --shape n=1024 --device -1"),
-                                  "sweep --dry-run --device -1 --db " + db.string()}) {
+  const std::vector<std::string> commands{"tune vector_add --shape n=1024 --device -1",
+                                         "sweep --dry-run --device -1 --db " + db.string()};
+  for (const std::string& args : commands) {
     SCOPED_TRACE(args);
     const auto result = run_gmtune(args);
     EXPECT_EQ(result.status, 2) << result.err;

@@ -84,18 +84,18 @@ TEST(Verify, AZeroTailThatPassesTheL2ErrorFailsTheElementBound) {
 TEST(Verify, IntegersCompareExactly) {
   const auto& u32 = dtype_info("u32");
   EXPECT_EQ(templates::element_bound(templates::find_kernel("histogram"), u32, {{"n", 10}, {"contention", 0}}).atol, 0.0);
-  std::vector<double> counts(256, 1000.0);
+  std::vector<double> counts(256, 1e6);
   auto out = rounded(u32, counts);
   const ElementBound exact = templates::default_element_bound(u32);
   EXPECT_EQ(tuner::check_output(u32, out.data(), counts.data(), 256, exact).outside, 0);
-  tuner::store_element(u32, out.data(), 77, 1001.0);
+  tuner::store_element(u32, out.data(), 77, 1e6 + 1);
   const auto check = tuner::check_output(u32, out.data(), counts.data(), 256, exact);
   EXPECT_EQ(check.outside, 1);
   EXPECT_EQ(check.first, 77);
-  EXPECT_EQ(check.value, 1001.0);
-  // One count in 256000 is far inside any L2 tolerance but 0, and the bound names it.
+  EXPECT_EQ(check.value, 1e6 + 1);
+  // One count in 2.56e8 is far inside any L2 tolerance but 0, and the bound names it.
   EXPECT_LT(check.l2_error, 1e-5);
-  EXPECT_NE(tuner::output_failure("counts", 256, check, exact, 0.0).find("element 77, is 1001 against 1000"),
+  EXPECT_NE(tuner::output_failure("counts", 256, check, exact, 0.0).find("element 77, is 1000001 against 1000000"),
             std::string::npos);
 }
 
