@@ -4,8 +4,10 @@
 #include <nvrtc.h>
 #define XXH_INLINE_ALL
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <cctype>
@@ -226,7 +228,32 @@ ResourceUsage parse_ptxas_report(const std::string& log, const std::string& lowe
   return usage;
 }
 
+void check_arch(const std::string& arch) {
+  static const std::vector<int> supported = [] {
+    int count = 0;
+    GMJIT_NVRTC(nvrtcGetNumSupportedArchs(&count));
+    std::vector<int> archs(static_cast<std::size_t>(count));
+    if (count > 0) GMJIT_NVRTC(nvrtcGetSupportedArchs(archs.data()));
+    return archs;
+  }();
+  std::size_t digits = 3;
+  while (digits < arch.size() && std::isdigit(static_cast<unsigned char>(arch[digits]))) ++digits;
+  const bool shaped = arch.rfind("sm_", 0) == 0 && digits > 3 && digits <= 6 &&
+                      (digits == arch.size() || (digits + 1 == arch.size() && std::islower(static_cast<unsigned char>(arch[digits]))));
+  if (shaped && std::find(supported.begin(), supported.end(), std::stoi(arch.substr(3, digits - 3))) != supported.end()) {
+    return;
+  }
+  std::vector<std::string> names;
+  for (const int sm : supported) names.push_back(fmt::format("sm_{}", sm));
+  const auto& nvrtc = nvrtc_identity();
+  throw Error(ErrorKind::usage, 0,
+              fmt::format("unknown target '{}': NVRTC {}.{} compiles for {} (with a suffix such as sm_90a for "
+                          "architecture-specific features)",
+                          arch, nvrtc.major, nvrtc.minor, fmt::join(names, ", ")));
+}
+
 Compiler::Result Compiler::compile(const GeneratedSource& source, const std::string& arch) {
+  check_arch(arch);
   const std::string key = compile_key(source, arch);
   std::promise<std::shared_ptr<const CompiledModule>> promise;
   std::shared_future<std::shared_ptr<const CompiledModule>> pending;

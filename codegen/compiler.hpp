@@ -60,6 +60,10 @@ std::vector<std::string> canonical_options(const std::string& arch);
 // key's own schema version.
 std::string compile_key(const GeneratedSource& source, const std::string& arch);
 
+// Throws Error(usage) unless `arch` is sm_XY (optionally with a suffix letter, sm_90a) for an XY
+// this NVRTC compiles for; the message lists those.
+void check_arch(const std::string& arch);
+
 // Reads ptxas's -v report for one entry point out of an NVRTC log.
 ResourceUsage parse_ptxas_report(const std::string& log, const std::string& lowered_name);
 
@@ -71,7 +75,8 @@ class Compiler {
     std::shared_ptr<const CompiledModule> module;
     bool memory_hit = false;
   };
-  // Throws Error(compile) with NVRTC's whole log and the options when compilation fails.
+  // Throws Error(compile) with NVRTC's whole log and the options when compilation fails, and
+  // Error(usage) for an arch NVRTC does not know (check_arch).
   Result compile(const GeneratedSource& source, const std::string& arch);
   // Drops every module kept in memory, so the next compile of any key runs NVRTC again.
   void forget_modules();

@@ -24,6 +24,13 @@ LaunchGeometry reference_launch(std::int64_t blocks) {
 
 std::string no_violation(const Config&, const Shape&) { return {}; }
 
+std::string product_above(const std::string& what, std::int64_t a, std::int64_t b, std::int64_t limit,
+                          const std::string& limit_text) {
+  if (a <= limit / b) return {};
+  return b == 1 ? fmt::format("supports {} up to {}, not {}", what, limit_text, a)
+                : fmt::format("supports {} up to {} elements, not {} x {}", what, limit_text, a, b);
+}
+
 std::function<void(detail::KernelArgs&, const Shape&)> long_sizes(std::vector<std::string> keys) {
   return [keys = std::move(keys)](detail::KernelArgs& args, const Shape& s) {
     for (const auto& key : keys) args.add(static_cast<long long>(s.at(key)));

@@ -25,6 +25,15 @@ inline constexpr const char* kNoConstraints = "none beyond the domains";
 
 // add_scalars passing the problem sizes `keys`, in order, each as a long long.
 std::function<void(detail::KernelArgs&, const Shape&)> long_sizes(std::vector<std::string> keys);
+// The most elements a built-in kernel's tensor may have: 2^48, 256 TiB at one byte each, more
+// than any device holds, so element and byte offsets in 64 bits never come near overflow.
+inline constexpr std::int64_t kMaxElements = std::int64_t{1} << 48;
+inline constexpr const char* kMaxElementsText = "2^48";
+// Why a * b elements (what, e.g. "rows x cols") exceed `limit` (named `limit_text`), computed
+// without overflow for positive a and b; empty when they do not.
+std::string product_above(const std::string& what, std::int64_t a, std::int64_t b, std::int64_t limit,
+                          const std::string& limit_text);
+
 // tolerance for a kernel whose error bound depends on neither dtype nor shape.
 std::function<double(const DtypeInfo&, const Shape&)> fixed_tolerance(double tolerance);
 

@@ -33,6 +33,10 @@ KernelDescriptor grayscale_descriptor() {
   };
   d.default_config = {{"block", 256}, {"pixels", 4}, {"tiles", 1}, {"staged", 0}};
   d.constraints_doc = kConstraints;
+  // The RGB input holds three floats a pixel.
+  d.shape_violation = [](const Shape& s) {
+    return product_above("h x w", s.at("h"), s.at("w"), kMaxElements / 3, "2^48 / 3");
+  };
   d.violation = [](const Config& c, const Shape& s) -> std::string {
     if (c.at("staged") != 0 && c.at("pixels") < 4) return "staged=1 needs pixels >= 4 (it regroups float4 quads)";
     // A grid of one block cannot shrink; its copies would only repeat the tiles=1 measurement.

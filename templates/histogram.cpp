@@ -35,10 +35,14 @@ KernelDescriptor histogram_descriptor() {
   };
   d.default_config = {{"block", 1024}, {"stripes", 32}, {"unroll", 2}, {"blocks", 132}};
   d.constraints_doc = "n < 2^32 (u32 counts); " + kGrid.constraints_doc();
-  d.violation = [](const Config& c, const Shape& s) -> std::string {
+  d.shape_violation = [](const Shape& s) -> std::string {
     if (s.at("n") >= (std::int64_t{1} << 32)) {
       return fmt::format("n={} could overflow a u32 count (n < 2^32)", s.at("n"));
     }
+    return {};
+  };
+  d.violation = [shape_violation = d.shape_violation](const Config& c, const Shape& s) -> std::string {
+    if (auto why = shape_violation(s); !why.empty()) return why;
     return kGrid.violation(c, s);
   };
   d.name_expression = [](const Config& c, const Shape&, const DtypeInfo&) {

@@ -675,6 +675,13 @@ KernelDescriptor parse_manifest(const std::string& manifest_json, const std::str
     }
     return it->second;
   };
+  // A kernel that declares a looser L2 tolerance than the dtype's element bound accepts errors
+  // of that size in every element too; a tighter one keeps the dtype's bound.
+  d.element_bound = [tolerance = d.tolerance](const DtypeInfo& t, const Shape& s) {
+    const ElementBound base = default_element_bound(t);
+    const double declared = tolerance(t, s);
+    return ElementBound{std::max(base.atol, declared), std::max(base.rtol, declared)};
+  };
   return d;
 }
 

@@ -29,6 +29,10 @@ KernelDescriptor prefix_sum_descriptor() {
   // Every combination fits: the largest staged tile is 66 KB of the 227 KB a block may hold.
   d.constraints_doc = kNoConstraints;
   d.violation = no_violation;
+  // A block per tile, and the grid holds 2^31 - 1 blocks: that many tiles of the smallest.
+  d.shape_violation = [](const Shape& s) {
+    return product_above("n", s.at("n"), 1, kSmallestTile * 2147483647, "2^31 - 1 tiles of 1024 elements");
+  };
   d.name_expression = [](const Config& c, const Shape&, const DtypeInfo&) {
     return fmt::format("gmjit::prefix_sum<{}, {}>", c.at("block"), c.at("items"));
   };
@@ -59,6 +63,10 @@ KernelDescriptor prefix_sum_descriptor() {
   // 1e-7 in relative L2, far inside the 1e-5 sqrt(n) per element. A dropped element shifts
   // every later prefix by at least 1/16, about 2.4 / 16 / sqrt(n) in relative L2: 9e-6 at n = 2^28.
   d.tolerance = fixed_tolerance(1e-6);
+  // A prefix near zero still carries the roundings of in-tile fp32 sums that reach a few hundred
+  // (2^-24 * 300 = 1.8e-5 each): absolute 1e-3 covers dozens of them, while a dropped or doubled
+  // element moves every later prefix by 1/16 or more.
+  d.element_bound = [](const DtypeInfo&, const Shape&) { return ElementBound{1e-3, 1e-5}; };
   return d;
 }
 

@@ -117,6 +117,17 @@ const DtypeInfo& dtype_info(const std::string& name) {
   throw Error(ErrorKind::usage, 0, "unknown dtype '" + name + "' (fp32, fp16, bf16, u8, u32)");
 }
 
+ElementBound default_element_bound(const DtypeInfo& dtype) {
+  if (dtype.integer) return {0.0, 0.0};
+  if (dtype.name == "fp16") return {1e-3, 1e-3};
+  if (dtype.name == "bf16") return {1e-2, 1e-2};
+  return {1e-5, 1e-5};
+}
+
+ElementBound element_bound(const KernelDescriptor& kernel, const DtypeInfo& dtype, const Shape& shape) {
+  return kernel.element_bound ? kernel.element_bound(dtype, shape) : default_element_bound(dtype);
+}
+
 const DtypeInfo& tensor_dtype(const TensorArg& tensor, const DtypeInfo& problem_dtype) {
   return tensor.dtype.empty() ? problem_dtype : dtype_info(tensor.dtype);
 }
@@ -248,6 +259,11 @@ void validate_shape(const KernelDescriptor& kernel, const Shape& shape) {
       throw Error(ErrorKind::usage, 0, fmt::format("missing problem key '{}' for {}", key, kernel.name));
     }
   }
+  if (kernel.shape_violation) {
+    if (const std::string why = kernel.shape_violation(shape); !why.empty()) {
+      throw Error(ErrorKind::usage, 0, fmt::format("'{}': {} {}", format_assignments(shape), kernel.name, why));
+    }
+  }
 }
 
 void validate_dtype(const KernelDescriptor& kernel, const std::string& dtype) {
@@ -303,6 +319,8 @@ std::vector<Config> all_configs(const KernelDescriptor& kernel) {
 
 std::vector<Config> valid_configs(const KernelDescriptor& kernel, const Shape& shape) {
   std::vector<Config> valid;
+  // The constraints may multiply sizes that only a supported shape keeps from overflowing.
+  if (kernel.shape_violation && !kernel.shape_violation(shape).empty()) return valid;
   for (auto& config : all_configs(kernel)) {
     if (kernel.violation(config, shape).empty()) valid.push_back(std::move(config));
   }

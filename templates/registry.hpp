@@ -80,6 +80,18 @@ struct Work {
 // Every reference kernel of a built-in template lives in this one embedded header.
 inline constexpr const char* kReferenceHeader = "gmjit/reference.cuh";
 
+// The bound every output element must meet beside the L2 check: |out - ref| <= atol + rtol * |ref|.
+// The L2 error over a whole output hides a few wrong elements (12 zeros at the end of 2^24 fp16
+// elements stay under 1e-3); this bound does not. Integers compare exactly (both zero).
+struct ElementBound {
+  double atol = 0;
+  double rtol = 0;
+};
+// The bound for outputs of `dtype`, for outputs of magnitude about one rounded once or a few
+// times: fp32 1e-5 + 1e-5 |ref|, fp16 1e-3 + 1e-3 |ref| (half an ulp is at most 2^-11 relative),
+// bf16 1e-2 + 1e-2 |ref| (one ulp is at most 2^-7 relative), integers exact.
+ElementBound default_element_bound(const DtypeInfo& dtype);
+
 // Inputs converted to double in argument order -> one vector per output tensor.
 using HostReference = std::function<std::vector<std::vector<double>>(const std::vector<std::vector<double>>& inputs,
                                                                      const Shape& shape)>;
@@ -96,6 +108,11 @@ struct KernelDescriptor {
 
   // Why a configuration in its domains is still invalid for this problem; empty when valid.
   std::function<std::string(const Config&, const Shape&)> violation;
+  // Optional: why a shape lies beyond what the kernel's index arithmetic supports whatever the
+  // configuration (sizes passed as int, element counts whose byte offsets would overflow);
+  // empty when it does not. validate_shape throws it as Error(usage). It runs before tensors()
+  // or geometry() see the shape, so its own arithmetic must not overflow.
+  std::function<std::string(const Shape&)> shape_violation;
   // The instantiation NVRTC compiles, e.g. gmjit::vector_add<float, 256, 4, 16>.
   std::function<std::string(const Config&, const Shape&, const DtypeInfo&)> name_expression;
   std::function<LaunchGeometry(const Config&, const Shape&, const DtypeInfo&)> geometry;
@@ -110,6 +127,10 @@ struct KernelDescriptor {
   std::function<LaunchGeometry(const Shape&)> reference_geometry;
   // Largest relative L2 error (||out - ref|| / ||ref||) accepted for a dtype.
   std::function<double(const DtypeInfo&, const Shape&)> tolerance;
+  // Optional: the per-element bound, for outputs whose scale or accumulated error the dtype's
+  // default does not fit (sgemm's grows with k, softmax's values shrink with cols). Empty:
+  // default_element_bound.
+  std::function<ElementBound(const DtypeInfo&, const Shape&)> element_bound;
   // Optional: the analytic model's input. Without it the model assumes every tensor is moved
   // once and ranks by occupancy and waves alone.
   std::function<Work(const Config&, const Shape&, const DtypeInfo&)> work;
@@ -127,6 +148,9 @@ struct KernelDescriptor {
   std::string header_source;
 };
 
+// The bound applied to `kernel`'s outputs of `dtype`: its element_bound hook, else the default.
+ElementBound element_bound(const KernelDescriptor& kernel, const DtypeInfo& dtype, const Shape& shape);
+
 // Every kernel: the built-ins in catalog order, then user kernels in order of first registration.
 // The vector is a snapshot: a later registration makes a new one and leaves this one intact, so
 // references into it (and from find_kernel) stay valid for the life of the process.
@@ -142,14 +166,16 @@ const KernelDescriptor& register_user_kernel(KernelDescriptor kernel);
 bool is_user_kernel(const std::string& name);
 
 // Full validation of a request against a descriptor; throws Error(usage) naming the offending
-// key or value: unknown/missing problem keys, non-positive sizes, unknown dtype, unknown params,
-// values outside their domain, constraint violations. Missing params take the defaults.
+// key or value: unknown/missing problem keys, non-positive sizes, sizes beyond the kernel's index
+// arithmetic (shape_violation), unknown dtype, unknown params, values outside their domain,
+// constraint violations. Missing params take the defaults.
 Config resolve_config(const KernelDescriptor& kernel, const Shape& shape, const std::string& dtype,
                       const Config& partial);
 void validate_shape(const KernelDescriptor& kernel, const Shape& shape);
 void validate_dtype(const KernelDescriptor& kernel, const std::string& dtype);
 
-// Every configuration in the cross product of the domains that satisfies the constraints.
+// Every configuration in the cross product of the domains that satisfies the constraints; none
+// for a shape beyond the kernel (shape_violation).
 std::vector<Config> valid_configs(const KernelDescriptor& kernel, const Shape& shape);
 // The whole cross product, valid or not, for recording invalid candidates.
 std::vector<Config> all_configs(const KernelDescriptor& kernel);

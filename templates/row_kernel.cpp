@@ -9,10 +9,17 @@
 namespace gmjit::templates {
 namespace {
 
+std::string shape_violation(const Shape& s) {
+  // In-row offsets are 32-bit and run up to a chunk (at most 32K elements) past the row end.
+  if (s.at("cols") >= (std::int64_t{1} << 30)) {
+    return "cols of 2^30 or more need 64-bit in-row offsets, which this template lacks";
+  }
+  return product_above("rows x cols", s.at("rows"), s.at("cols"), kMaxElements, kMaxElementsText);
+}
+
 std::string violation(const Config& c, const Shape& s) {
   const std::int64_t cols = s.at("cols");
-  // In-row offsets are 32-bit and run up to a chunk (at most 32K elements) past the row end.
-  if (cols >= (std::int64_t{1} << 30)) return "cols of 2^30 or more need 64-bit in-row offsets, which this template lacks";
+  if (auto why = shape_violation(s); !why.empty()) return why;
   // Rows of odd length start at any element, so vec=1 compiles to single-element accesses
   // there; rejecting the copy keeps vec=1 (the default) valid for every shape without tuning
   // the same kernel twice.
@@ -66,6 +73,7 @@ void describe_row_kernel(KernelDescriptor& d, const std::string& function, const
                       "vec=0 only for an even cols (for an odd one it duplicates vec=1); cached=1 needs cols <= row "
                       "threads (32 for strategy=0, block for strategy=1) * elems; cols < 2^30";
   d.violation = violation;
+  d.shape_violation = shape_violation;
   d.name_expression = [function](const Config& c, const Shape& s, const DtypeInfo& t) {
     return fmt::format("gmjit::{}<{}, {}, {}, {}, {}, {}>", function, t.cpp_type, row_threads(c), c.at("block"),
                        c.at("elems"), access_bytes(c, s, t), c.at("cached") != 0 ? "true" : "false");
@@ -84,6 +92,12 @@ void describe_row_kernel(KernelDescriptor& d, const std::string& function, const
   // (8 significant bits), about 2^-8 / sqrt(3) ~ 2.3e-3 in relative L2 at worst; 1e-2 leaves
   // headroom while a wrong statistic, weight or missing element is off by far more.
   d.tolerance = [](const DtypeInfo& t, const Shape&) { return t.name == "bf16" ? 1e-2 : 1e-5; };
+  // Per element, twice the L2 tolerance: an error in a row's statistic scales the whole row alike,
+  // which the L2 check bounds by the tolerance, and each element adds a few roundings of its own.
+  d.element_bound = [](const DtypeInfo& t, const Shape&) {
+    const double bound = t.name == "bf16" ? 2e-2 : 2e-5;
+    return ElementBound{bound, bound};
+  };
 }
 
 }  // namespace gmjit::templates

@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "templates/builtin.hpp"
@@ -13,6 +14,19 @@ constexpr const char* kConstraints = "threads = (bm/tm)*(bn/tn) in [32, 1024]; (
 
 bool even_tiles(const Config& c, const Shape& s) {
   return s.at("m") % c.at("bm") == 0 && s.at("n") % c.at("bn") == 0 && s.at("k") % c.at("bk") == 0;
+}
+
+// The kernel takes m, n and k as int and indexes within a matrix in int: each matrix below 2^31
+// elements. Each size is checked alone first, so the products cannot overflow.
+std::string shape_violation(const Shape& s) {
+  const std::int64_t limit = std::int64_t{1} << 31;
+  for (const char* key : {"m", "n", "k"}) {
+    if (s.at(key) >= limit) return fmt::format("takes {} as int: {}={} is 2^31 or more", key, key, s.at(key));
+  }
+  if (s.at("m") * s.at("k") >= limit || s.at("k") * s.at("n") >= limit || s.at("m") * s.at("n") >= limit) {
+    return "matrices of 2^31 elements or more need 64-bit indexing, which this template lacks";
+  }
+  return {};
 }
 
 KernelDescriptor sgemm_descriptor() {
@@ -32,6 +46,7 @@ KernelDescriptor sgemm_descriptor() {
   };
   d.default_config = {{"bm", 64}, {"bn", 64}, {"bk", 8}, {"tm", 4}, {"tn", 4}, {"vec", 0}};
   d.constraints_doc = kConstraints;
+  d.shape_violation = shape_violation;
   d.violation = [](const Config& c, const Shape& s) -> std::string {
     const std::int64_t bm = c.at("bm"), bn = c.at("bn"), bk = c.at("bk"), tm = c.at("tm"), tn = c.at("tn"),
                        vec = c.at("vec");
@@ -42,9 +57,11 @@ KernelDescriptor sgemm_descriptor() {
     if (vec != 0 && (s.at("k") % 4 != 0 || s.at("n") % 4 != 0)) {
       return "vec=1 needs k and n to be multiples of 4";
     }
-    const std::int64_t limit = std::int64_t{1} << 31;
-    if (s.at("m") * s.at("k") >= limit || s.at("k") * s.at("n") >= limit || s.at("m") * s.at("n") >= limit) {
-      return "matrices of 2^31 elements or more need 64-bit indexing, which this template lacks";
+    if (auto why = shape_violation(s); !why.empty()) return why;
+    // Block rows go in the grid's y dimension, which holds 65535.
+    if (ceil_div(s.at("m"), bm) > 65535) {
+      return fmt::format("m={} needs {} block rows of bm={}, more than the grid's 65535", s.at("m"),
+                         ceil_div(s.at("m"), bm), bm);
     }
     return {};
   };
@@ -95,6 +112,14 @@ KernelDescriptor sgemm_descriptor() {
   // doubled tile is off by far more than this.
   d.tolerance = [](const DtypeInfo&, const Shape& s) {
     return std::max(1e-5, 1e-6 * std::sqrt(static_cast<double>(s.at("k"))));
+  };
+  // An element of C is a sum of k products of magnitude ~0.36 (inputs in +-[1/16, 1)); its fp32
+  // accumulation errs by about 2^-24 * k * 0.15 in absolute terms (a random walk of roundings of
+  // partial sums that grow like sqrt(k)), whatever the element's own value, which cancellation can
+  // bring near zero: 3.5e-5 at k = 4096, under 2e-4 for the largest of 16M elements. 1e-6 * k is
+  // five times that, and a wrong element is off by about 0.36 sqrt(k) (23 at k = 4096).
+  d.element_bound = [](const DtypeInfo&, const Shape& s) {
+    return ElementBound{std::max(1e-5, 1e-6 * static_cast<double>(s.at("k"))), 1e-5};
   };
   return d;
 }

@@ -116,6 +116,12 @@ KernelDescriptor softmax_descriptor() {
     return std::vector<TensorArg>{{"x", n, false}, {"y", n, true}, workspace};
   };
   d.reference_expression = [](const DtypeInfo& t) { return fmt::format("gmjit::reference::softmax<{}>", t.cpp_type); };
+  // Outputs average 1 / cols: an absolute bound of order one would accept any value of a long row.
+  d.element_bound = [row_bound = d.element_bound](const DtypeInfo& t, const Shape& s) {
+    ElementBound bound = row_bound(t, s);
+    bound.atol /= static_cast<double>(s.at("cols"));
+    return bound;
+  };
   d.work = [](const Config& c, const Shape& s, const DtypeInfo& t) {
     const double n = static_cast<double>(s.at("rows")) * static_cast<double>(s.at("cols"));
     const bool cached = c.at("cached") != 0;

@@ -25,6 +25,15 @@ KernelDescriptor transpose_descriptor() {
   };
   d.default_config = {{"tile", 32}, {"rows_per_thread", 4}};
   d.constraints_doc = kConstraints;
+  d.shape_violation = [](const Shape& s) {
+    if (auto why = product_above("rows x cols", s.at("rows"), s.at("cols"), kMaxElements, kMaxElementsText);
+        !why.empty()) {
+      return why;
+    }
+    // A block per tile in a 1-D grid: even the largest tile must leave fewer than 2^31 of them.
+    return product_above("64 x 64 tiles", ceil_div(s.at("rows"), 64), ceil_div(s.at("cols"), 64), 2147483647,
+                         "2^31 - 1");
+  };
   d.violation = [](const Config& c, const Shape& s) -> std::string {
     const std::int64_t tile = c.at("tile"), rpt = c.at("rows_per_thread");
     if (tile * (tile / rpt) > 1024) {

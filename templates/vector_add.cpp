@@ -22,6 +22,7 @@ KernelDescriptor vector_add_descriptor() {
   d.default_config = {{"block", 256}, {"items", 4}, {"vec_bytes", 16}};
   d.constraints_doc = kNoConstraints;
   d.violation = no_violation;
+  d.shape_violation = [](const Shape& s) { return product_above("n", s.at("n"), 1, kMaxElements, kMaxElementsText); };
   d.name_expression = [](const Config& c, const Shape&, const DtypeInfo& t) {
     return fmt::format("gmjit::vector_add<{}, {}, {}, {}>", t.cpp_type, c.at("block"), c.at("items"),
                        c.at("vec_bytes"));

@@ -29,6 +29,7 @@ KernelDescriptor vector_sum_descriptor() {
   };
   d.default_config = {{"block", 1024}, {"unroll", 4}, {"blocks", 132}};
   d.constraints_doc = kGrid.constraints_doc();
+  d.shape_violation = [](const Shape& s) { return product_above("n", s.at("n"), 1, kMaxElements, kMaxElementsText); };
   d.violation = [](const Config& c, const Shape& s) { return kGrid.violation(c, s); };
   d.name_expression = [](const Config& c, const Shape&, const DtypeInfo&) {
     return fmt::format("gmjit::vector_sum<{}, {}>", c.at("block"), c.at("unroll"));

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -347,7 +348,7 @@ class SweepProgress {
     }
     const auto eta_seconds = eta();
     std::fprintf(stderr, "gpu%d [%zu/%zu] %s%s: %s%s  (%s elapsed%s)\n", e.device, e.finished, e.total,
-                 gmtune::describe(e.problem).c_str(), e.problem.label.empty() ? "" : (" (" + e.problem.label + ")").c_str(),
+                 gmtune::describe(e.problem).c_str(), e.problem.label.empty() ? "" : (" (" + gmtune::printable(e.problem.label) + ")").c_str(),
                  e.state.c_str(), e.trials > 0 ? fmt::format(", {} trials", e.trials).c_str() : "",
                  gmtune::format_duration(now).c_str(),
                  eta_seconds ? (", eta " + gmtune::format_duration(*eta_seconds)).c_str() : "");
@@ -558,26 +559,6 @@ int run_show(const std::string& db, const std::string& kernel, const std::string
   return 0;
 }
 
-std::int64_t parse_size(const std::string& text) {
-  std::size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    throw gmjit::Error(gmjit::ErrorKind::usage, 0, "'" + text + "': not a size (e.g. 512M, 2G, 1048576)");
-  }
-  const std::string unit = text.substr(used);
-  const double scale = unit.empty() || unit == "B" ? 1
-                       : unit == "K" || unit == "KiB" ? 1024.0
-                       : unit == "M" || unit == "MiB" ? 1048576.0
-                       : unit == "G" || unit == "GiB" ? 1073741824.0
-                                                       : -1;
-  if (scale < 0 || value < 0) {
-    throw gmjit::Error(gmjit::ErrorKind::usage, 0, "'" + text + "': not a size (e.g. 512M, 2G, 1048576)");
-  }
-  return static_cast<std::int64_t>(value * scale);
-}
-
 void print_exchange(const char* verb, const gmjit::ExchangeSummary& s) {
   std::printf("%s: %zu trials added, %zu winners changed, %zu binaries added, %zu binaries ignored\n", verb,
               s.trials_added, s.winners_changed, s.binaries_added, s.binaries_ignored);
@@ -626,7 +607,7 @@ int main(int argc, char** argv) {
   tune->add_option("--budget", search.budget, budget_help);
   tune->add_option("--seed", search.seed, "seed of the random strategy and of the test inputs");
   tune->add_option("--db", search.db, db_help + "; cubins are reused from it, and strategy transfer starts from its nearest tuned shapes");
-  tune->add_option("--device", search.device, "GPU ordinal");
+  tune->add_option("--device", search.device, "GPU ordinal")->check(CLI::NonNegativeNumber);
   tune->add_flag("--json", json, "the whole report as JSON: every trial, the best-so-far curve, winner and runner-up indices");
   bool no_record = false;
   tune->add_flag("--no-record", no_record,
@@ -654,7 +635,7 @@ int main(int argc, char** argv) {
   sweep->add_option("--budget", search.budget, budget_help + ", per problem");
   sweep->add_option("--seed", search.seed, "seed of the random strategy and of the test inputs");
   sweep->add_option("--db", search.db, db_help);
-  auto* device_option = sweep->add_option("--device", search.device, "GPU ordinal");
+  auto* device_option = sweep->add_option("--device", search.device, "GPU ordinal")->check(CLI::NonNegativeNumber);
   sweep->add_option("--devices", sweep_request.devices,
                     "sweep on several GPUs of this host: all, or ordinals such as 0,1,3; one worker per GPU takes "
                     "the next problem from a shared queue")
@@ -667,7 +648,8 @@ int main(int argc, char** argv) {
                     "a time for the whole sweep (e.g. 2h, 1h30m, 45s): once it has passed no problem starts; "
                     "those left are listed, and the exit status is 1, as for an interrupted sweep");
 
-  std::string device_filter, file, into, max_size;
+  std::string device_filter, file, into;
+  std::uint64_t max_size = 0;
   bool csv = false, with_binaries = false, trust_binaries = false;
   std::vector<std::string> sources;
   auto* show = app.add_subcommand("show", "winners with trial counts and the margin over the runner-up");
@@ -693,7 +675,9 @@ int main(int argc, char** argv) {
   auto* verify = app.add_subcommand("verify", "check the cache; exit 1 on any problem");
   verify->add_option("--db", db, db_help);
   auto* gc = app.add_subcommand("gc", "evict least recently used binaries above a size");
-  gc->add_option("--max-size", max_size, "e.g. 512M, 2G")->required();
+  gc->add_option("--max-size", max_size, "e.g. 512M, 2G (units of 1024)")
+      ->required()
+      ->transform(CLI::AsSizeValue(false));
   gc->add_option("--db", db, db_help);
 
   for (auto* command : app.get_subcommands([](CLI::App*) { return true; })) {
@@ -742,7 +726,10 @@ int main(int argc, char** argv) {
       return check.ok ? 0 : kFailure;
     }
     if (gc->parsed()) {
-      const auto r = gmjit::gc_cache(db, parse_size(max_size));
+      if (max_size > static_cast<std::uint64_t>(INT64_MAX)) {
+        throw gmjit::Error(gmjit::ErrorKind::usage, 0, fmt::format("--max-size {} is above 2^63 - 1 bytes", max_size));
+      }
+      const auto r = gmjit::gc_cache(db, static_cast<std::int64_t>(max_size));
       std::printf("gc: evicted %zu binaries, %lld -> %lld bytes\n", r.evicted, static_cast<long long>(r.bytes_before),
                   static_cast<long long>(r.bytes_after));
       return 0;

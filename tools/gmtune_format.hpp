@@ -20,6 +20,27 @@
 
 namespace gmtune {
 
+/// `text` with every control character escaped (\n, \t, \r, else \xHH), so that a label read
+/// from a shapes file cannot break a line of output or send escape sequences to a terminal.
+inline std::string printable(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte != 0x7f) {
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else {
+      out += fmt::format("\\x{:02x}", byte);
+    }
+  }
+  return out;
+}
+
 /// --budget: a plain count of evaluated candidates ("40"), or wall seconds with an s suffix
 /// ("30s", "1.5s"). Exactly one of the two is set.
 struct Budget {
@@ -125,7 +146,7 @@ inline std::string format_progress(const Progress& p, bool terminal, std::size_t
   const std::string trials = p.trials > 0 ? fmt::format(", {} trials", p.trials) : "";
   if (!terminal) {
     return fmt::format("[{}/{}] {}{}: {}{}  ({})", p.index + 1, p.total, describe(p.problem),
-                       p.problem.label.empty() ? "" : " (" + p.problem.label + ")", p.state, trials, timing);
+                       p.problem.label.empty() ? "" : " (" + printable(p.problem.label) + ")", p.state, trials, timing);
   }
   constexpr std::size_t kBar = 20;
   const std::size_t filled = p.total == 0 ? kBar : done * kBar / p.total;
@@ -177,7 +198,7 @@ inline std::string format_sweep_line(std::size_t finished, std::size_t total, st
 /// "kernel dtype shape label": one line of a problem list (gmtune sweep --dry-run, and the
 /// problems a deadline left).
 inline std::string problem_line(const gmjit::Problem& problem) {
-  return describe(problem) + (problem.label.empty() ? "" : " " + problem.label);
+  return describe(problem) + (problem.label.empty() ? "" : " " + printable(problem.label));
 }
 
 inline nlohmann::json problem_json(const gmjit::Problem& problem) {

@@ -87,8 +87,9 @@ std::uint64_t splitmix64(std::uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// Stores `value` as element i of a host buffer of `dtype`.
-void store(const templates::DtypeInfo& dtype, unsigned char* bytes, std::int64_t i, double value) {
+}  // namespace
+
+void store_element(const templates::DtypeInfo& dtype, unsigned char* bytes, std::int64_t i, double value) {
   if (dtype.integer) {
     const double whole = std::clamp(std::floor(value), 0.0, dtype.bytes == 1 ? 255.0 : 4294967295.0);
     if (dtype.bytes == 1) {
@@ -107,6 +108,8 @@ void store(const templates::DtypeInfo& dtype, unsigned char* bytes, std::int64_t
     std::memcpy(bytes + i * 2, &half, 2);
   }
 }
+
+namespace {
 
 // Input tensor `input`, element by element from (seed, input, i) alone: counter-based, so
 // filling hundreds of MB costs a few ns per element and any process reproduces it. Without the
@@ -127,7 +130,7 @@ std::vector<unsigned char> random_bytes(const templates::KernelDescriptor& kerne
       const double magnitude = 0.0625 + 0.9375 * static_cast<double>(bits >> 40) * (1.0 / 16777216.0);
       value = (bits & 1u) ? -magnitude : magnitude;
     }
-    store(dtype, bytes.data(), i, value);
+    store_element(dtype, bytes.data(), i, value);
   }
   return bytes;
 }
@@ -149,6 +152,61 @@ double element(const templates::DtypeInfo& dtype, const unsigned char* bytes, st
   std::uint16_t narrow = 0;
   std::memcpy(&narrow, bytes + i * 2, 2);
   return dtype.name == "bf16" ? bf16_to_float(narrow) : half_to_float(narrow);
+}
+
+codegen::GeneratedSource compare_source(const templates::DtypeInfo& dtype) {
+  codegen::GeneratedSource compare;
+  compare.kernel = "verify";
+  compare.dtype = dtype.name;
+  compare.header = "gmjit/verify.cuh";
+  compare.name_expression = fmt::format("gmjit::verify::compare<{}>", dtype.cpp_type);
+  compare.file_name = "verify_" + dtype.name + ".cu";
+  compare.source = "#include \"gmjit/verify.cuh\"\n";
+  return compare;
+}
+
+OutputCheck check_output(const templates::DtypeInfo& dtype, const unsigned char* out, const double* ref,
+                         std::int64_t n, const templates::ElementBound& bound) {
+  OutputCheck check;
+  double diff = 0, norm = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double value = element(dtype, out, i);
+    const double expected = ref[i];
+    if (std::isfinite(value)) {
+      diff += (value - expected) * (value - expected);
+    } else {
+      ++check.non_finite;
+    }
+    norm += expected * expected;
+    if (!(std::abs(value - expected) <= bound.atol + bound.rtol * std::abs(expected))) {
+      if (check.outside++ == 0) {
+        check.first = i;
+        check.value = value;
+        check.expected = expected;
+      }
+    }
+  }
+  check.l2_error = norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+  return check;
+}
+
+std::string output_failure(const std::string& tensor, std::int64_t n, const OutputCheck& check,
+                           const templates::ElementBound& bound, double tolerance) {
+  if (check.non_finite > 0) {
+    return fmt::format("{} of {} elements of {} are NaN or infinite (unwritten?); the first wrong one, element {}, is "
+                       "{} against {:.7g}",
+                       check.non_finite, n, tensor, check.first, check.value, check.expected);
+  }
+  if (check.outside > 0) {
+    return fmt::format("{} of {} elements of {} outside |out - ref| <= {:.3g} + {:.3g} |ref|; the first, element {}, is "
+                       "{:.7g} against {:.7g} (relative L2 error {:.3g}, tolerance {:.3g})",
+                       check.outside, n, tensor, bound.atol, bound.rtol, check.first, check.value, check.expected,
+                       check.l2_error, tolerance);
+  }
+  if (!(check.l2_error <= tolerance)) {
+    return fmt::format("relative L2 error {:.3g} above tolerance {:.3g}", check.l2_error, tolerance);
+  }
+  return {};
 }
 
 std::vector<std::vector<unsigned char>> random_inputs(const templates::KernelDescriptor& kernel, const Shape& shape,
@@ -219,19 +277,12 @@ Harness::Harness(const templates::KernelDescriptor& kernel, const Shape& shape, 
   // per output dtype.
   for (const auto& tensor : tensors_) {
     if (!tensor.arg.output || compare_kernels_.count(tensor.dtype->name)) continue;
-    codegen::GeneratedSource compare;
-    compare.kernel = "verify";
-    compare.dtype = tensor.dtype->name;
-    compare.header = "gmjit/verify.cuh";
-    compare.name_expression = fmt::format("gmjit::verify::compare<{}>", tensor.dtype->cpp_type);
-    compare.file_name = "verify_" + tensor.dtype->name + ".cu";
-    compare.source = "#include \"gmjit/verify.cuh\"\n";
-    const auto compiled = codegen::shared_compiler().compile(compare, device.arch).module;
+    const auto compiled = codegen::shared_compiler().compile(compare_source(*tensor.dtype), device.arch).module;
     Compare& entry = compare_kernels_[tensor.dtype->name];
     entry.module = std::make_unique<detail::Module>(compiled->cubin);
     entry.kernel = std::make_unique<detail::Kernel>(entry.module->kernel(compiled->lowered_name));
   }
-  sums_ = detail::DeviceBuffer(3 * sizeof(double));
+  sums_ = detail::DeviceBuffer(40);  // gmjit::verify::Sums
 
   // A built-in's host reference runs here, in the process that verifies.
   if (!expected && kernel.host_reference) expected = kernel.host_reference(widen_inputs(kernel, shape, dtype_, inputs), shape);
@@ -290,8 +341,16 @@ double Harness::verify(detail::Kernel& kernel, const LaunchGeometry& geometry) {
   stop_.record(stream_.get());
   stream_.synchronize();
   last_verify_ms_ = stop_.elapsed_ms_since(start_);
+  // The layout of gmjit::verify::Sums.
+  struct Sums {
+    double diff, norm, non_finite;
+    unsigned long long outside, first_from_end;
+  };
+  static_assert(sizeof(Sums) == 40, "gmjit::verify::Sums is three doubles and two 64-bit counts");
   std::size_t output_index = 0;
   double worst = 0;
+  failure_.clear();
+  last_l2_error_ = 0;
   for (const auto& tensor : tensors_) {
     if (!tensor.arg.output && !tensor.arg.workspace) continue;
     const std::size_t bytes = static_cast<std::size_t>(tensor.arg.elements) * tensor.dtype->bytes;
@@ -299,26 +358,47 @@ double Harness::verify(detail::Kernel& kernel, const LaunchGeometry& geometry) {
     tensor.buffer.download(guard, kGuardBytes, bytes);
     const unsigned char untouched = tensor.arg.output ? 0xFF : 0x00;
     if (std::any_of(std::begin(guard), std::end(guard), [&](unsigned char b) { return b != untouched; })) {
-      return std::numeric_limits<double>::infinity();
+      failure_ = fmt::format("a guard byte past {} {} was overwritten", tensor.arg.output ? "output" : "workspace",
+                             tensor.arg.name);
+      last_l2_error_ = std::numeric_limits<double>::infinity();
+      return last_l2_error_;
     }
     if (!tensor.arg.output) continue;
+    const detail::DeviceBuffer& reference = reference_.at(output_index++);
+    const templates::ElementBound bound = templates::element_bound(kernel_, *tensor.dtype, shape_);
     sums_.fill_bytes(0, stream_.get());
     detail::KernelArgs compare_args;
     compare_args.add(tensor.buffer.get())
-        .add(reference_.at(output_index++).get())
+        .add(reference.get())
         .add(static_cast<long long>(tensor.arg.elements))
+        .add(bound.atol)
+        .add(bound.rtol)
         .add(sums_.get());
     LaunchGeometry g;
     g.block[0] = 256;
     g.grid[0] = static_cast<unsigned>(std::clamp<std::int64_t>(ceil_div_blocks(tensor.arg.elements, 256), 1, 4096));
     detail::launch(*compare_kernels_.at(tensor.dtype->name).kernel, g, compare_args, stream_.get());
     stream_.synchronize();
-    double sums[3] = {0, 0, 0};
-    sums_.download(sums, sizeof(sums));
-    if (sums[2] > 0) return std::numeric_limits<double>::infinity();
-    worst = std::max(worst, sums[1] > 0 ? std::sqrt(sums[0] / sums[1]) : std::sqrt(sums[0]));
+    Sums sums{};
+    sums_.download(&sums, sizeof(sums));
+    OutputCheck check;
+    check.l2_error = sums.norm > 0 ? std::sqrt(sums.diff / sums.norm) : std::sqrt(sums.diff);
+    check.non_finite = static_cast<std::int64_t>(sums.non_finite);
+    check.outside = static_cast<std::int64_t>(sums.outside);
+    if (check.outside > 0) {
+      check.first = tensor.arg.elements - static_cast<std::int64_t>(sums.first_from_end);
+      unsigned char value[8] = {};
+      tensor.buffer.download(value, tensor.dtype->bytes, static_cast<std::size_t>(check.first) * tensor.dtype->bytes);
+      check.value = element(*tensor.dtype, value, 0);
+      reference.download(&check.expected, sizeof(double), static_cast<std::size_t>(check.first) * sizeof(double));
+    }
+    worst = std::max(worst, check.non_finite > 0 ? std::numeric_limits<double>::infinity() : check.l2_error);
+    if (failure_.empty()) failure_ = output_failure(tensor.arg.name, tensor.arg.elements, check, bound, tolerance_);
   }
-  return worst;
+  last_l2_error_ = worst;
+  // An element outside its bound fails the candidate whatever its L2 error.
+  return failure_.empty() || !std::isfinite(worst) || worst > tolerance_ ? worst
+                                                                        : std::numeric_limits<double>::infinity();
 }
 
 double Harness::sample(const std::function<void(CUstream)>& work) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/compiler.hpp"
 #include "gmjit/types.hpp"
 #include "core/device.hpp"
 #include "core/module.hpp"
@@ -54,6 +55,27 @@ float half_to_float(std::uint16_t bits);
 std::uint16_t float_to_bf16(float value);
 float bf16_to_float(std::uint16_t bits);
 
+// One output against its reference, as the device's compare kernel (gmjit/verify.cuh) and
+// check_output on the host both reduce it.
+struct OutputCheck {
+  double l2_error = 0;         // ||out - ref|| / ||ref|| over finite outputs (||out - ref|| when ref is 0)
+  std::int64_t non_finite = 0; // NaN or infinite outputs: never written, or overflowed
+  std::int64_t outside = 0;    // outputs outside the element bound, non-finite ones included
+  std::int64_t first = -1;     // index of the first of those, -1 when none
+  double value = 0;            // the output at `first`
+  double expected = 0;         // the reference at `first`
+};
+// The compare kernel (gmjit/verify.cuh) for outputs of `dtype`, as the Harness compiles it.
+codegen::GeneratedSource compare_source(const templates::DtypeInfo& dtype);
+// The host's version of the device's compare: `out` holds `n` elements of `dtype`.
+OutputCheck check_output(const templates::DtypeInfo& dtype, const unsigned char* out, const double* ref,
+                         std::int64_t n, const templates::ElementBound& bound);
+// Why output `tensor` (n elements) fails verification, naming the first element outside `bound`
+// with its value and reference; empty when every element is finite and within `bound` and the
+// relative L2 error is within `tolerance`.
+std::string output_failure(const std::string& tensor, std::int64_t n, const OutputCheck& check,
+                           const templates::ElementBound& bound, double tolerance);
+
 class Harness {
  public:
   // `expected` replaces the reference kernel for kernels verified by a host function: one
@@ -62,9 +84,16 @@ class Harness {
           const DeviceInfo& device, std::uint64_t seed,
           std::optional<std::vector<std::vector<double>>> expected = std::nullopt);
 
-  // Relative L2 error of one run of `kernel`; infinity when any output is NaN/inf (unwritten)
-  // or a guard byte past an output was overwritten. Launch errors throw Error(launch/driver).
+  // Relative L2 error of one run of `kernel` (the worst output's); infinity when any output is
+  // NaN/inf (unwritten), any element lies outside its bound (templates::element_bound), or a guard
+  // byte past an output was overwritten. failure() then says why. Launch errors throw
+  // Error(launch/driver).
   double verify(detail::Kernel& kernel, const LaunchGeometry& geometry);
+  // Why the last verify() failed (output_failure's message, or the guard's), empty when it
+  // passed: every element within its bound and the L2 error within tolerance().
+  const std::string& failure() const { return failure_; }
+  // The worst relative L2 error of the last verify(), finite also when an element failed.
+  double last_l2_error() const { return last_l2_error_; }
   // Milliseconds the last verify() launch took (no L2 flush): enough to size a batch.
   double last_verify_ms() const { return last_verify_ms_; }
   // `single_ms`: a time already known for one launch of this kernel that ran just before (the
@@ -108,12 +137,14 @@ class Harness {
   std::vector<Tensor> tensors_;
   std::vector<detail::DeviceBuffer> reference_;  // float64, per output tensor
   std::map<std::string, Compare> compare_kernels_;  // by output dtype
-  detail::DeviceBuffer sums_;
+  detail::DeviceBuffer sums_;  // a gmjit::verify::Sums
   detail::DeviceBuffer flush_;
   detail::Event start_, stop_;
   unsigned flush_value_ = 0;
   double last_verify_ms_ = 0;
   double tolerance_ = 0;
+  std::string failure_;
+  double last_l2_error_ = 0;
 };
 
 // The inputs a Harness with this seed uploads, host-side: one byte vector per input tensor.
@@ -123,6 +154,9 @@ std::vector<std::vector<unsigned char>> random_inputs(const templates::KernelDes
 std::vector<std::vector<double>> widen_inputs(const templates::KernelDescriptor& kernel, const Shape& shape,
                                               const templates::DtypeInfo& dtype,
                                               const std::vector<std::vector<unsigned char>>& inputs);
+// Stores `value` as element i of a host buffer of `dtype`: rounded to nearest for floats, floored
+// and clamped for integers.
+void store_element(const templates::DtypeInfo& dtype, unsigned char* bytes, std::int64_t i, double value);
 // Element i of a host buffer of `dtype`, widened to double.
 double element(const templates::DtypeInfo& dtype, const unsigned char* bytes, std::int64_t i);
 
