@@ -24,12 +24,13 @@ TrialStatus parse_trial_status(const std::string& name) { return kTrialStatuses.
 
 TuneReport tune(const Problem& problem, const TuneOptions& options) {
   // A bad problem or strategy is a usage error before any worker starts.
-  const auto& kernel = templates::find_kernel(problem.kernel);
-  templates::validate_shape(kernel, problem.shape);
-  if (!problem.dtype.empty()) templates::validate_dtype(kernel, problem.dtype);
+  Problem normalized = problem;
+  const auto checked = templates::normalize_problem(problem.kernel, problem.shape, problem.dtype);
+  normalized.dtype = checked.dtype;
+  normalized.shape = checked.shape;
   tuner::find_strategy(options.strategy);
   tuner::Session session(options);
-  return session.tune(problem, options);
+  return session.tune(normalized, options);
 }
 
 }  // namespace gmjit
