@@ -14,6 +14,7 @@
 
 #include "cache/store.hpp"
 #include "codegen/compiler.hpp"
+#include "gmjit/kernels.hpp"
 #include "gmjit/runtime.hpp"
 #include "core/device.hpp"
 #include "require_gpu.hpp"

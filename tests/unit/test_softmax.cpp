@@ -160,7 +160,7 @@ TEST(Softmax, GeometryAtEdgeSizes) {
 TEST(Softmax, TensorsScalarsWorkAndTolerance) {
   const auto& k = softmax();
   const auto tensors = k.tensors(shape(3, 127));
-  ASSERT_EQ(tensors.size(), 3u);
+  ASSERT_EQ(tensors.size(), 2u) << "x and y; the workspace is the library's";
   EXPECT_EQ(tensors[0].name, "x");
   EXPECT_FALSE(tensors[0].output);
   EXPECT_EQ(tensors[0].elements, 381);
