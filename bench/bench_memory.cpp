@@ -43,7 +43,7 @@ struct Options {
 
 struct Row {
   Problem problem;
-  std::int64_t bytes = 0;  // every non-workspace tensor read or written once
+  std::int64_t bytes = 0;  // every tensor read or written once
   Config config;
   std::string source;   // cache | tuned
   std::string failure;  // empty: verified and timed
@@ -73,7 +73,7 @@ std::int64_t bytes_moved(const Problem& p) {
   const auto& dtype = templates::dtype_info(p.dtype);
   std::int64_t bytes = 0;
   for (const auto& tensor : kernel.tensors(p.shape)) {
-    if (!tensor.workspace) bytes += tensor.elements * templates::tensor_dtype(tensor, dtype).bytes;
+    bytes += tensor.elements * templates::tensor_dtype(tensor, dtype).bytes;
   }
   return bytes;
 }

@@ -126,10 +126,9 @@ CheckedProblem check_problem(const ProblemRecord& p) {
   name(p.dtype, "dtype");
   name(p.layout, "layout");
   const auto& kernel = known_kernel(p.kernel);
-  rule([&] { templates::validate_dtype(kernel, p.dtype); });
   if (p.layout != kRowMajor) broken("layout {} is not {}", shown(p.layout), kRowMajor);
   CheckedProblem checked{&kernel, integers(p.shape_json, "shape_json")};
-  rule([&] { templates::validate_shape(kernel, checked.shape); });
+  rule([&] { templates::normalize_problem(kernel, checked.shape, p.dtype); });
   const std::string key = problem_key(p.kernel, p.template_hash, p.dtype, p.layout, checked.shape);
   if (key != p.key) broken("key {} is not the problem key of its fields ({})", shown(p.key), key);
   return checked;

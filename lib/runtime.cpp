@@ -11,7 +11,10 @@
 #include <atomic>
 #include <filesystem>
 #include <future>
+#include <map>
 #include <mutex>
+#include <thread>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 
@@ -21,6 +24,7 @@
 #include "core/device.hpp"
 #include "core/log.hpp"
 #include "core/module.hpp"
+#include "core/workspace.hpp"
 #include "templates/registry.hpp"
 #include "cache/binaries.hpp"
 #include "cache/keys.hpp"
@@ -88,15 +92,29 @@ std::string request_label(const Request& r) {
 }
 
 Request check_request(std::string_view kernel, const Shape& shape, const std::string& dtype) {
+  auto problem = templates::normalize_problem(std::string(kernel), shape, dtype);
   Request r;
-  r.descriptor = &templates::find_kernel(std::string(kernel));
+  r.descriptor = problem.kernel;
   r.requested_dtype = dtype;
-  r.dtype = dtype.empty() ? r.descriptor->dtypes.front() : dtype;
-  templates::validate_dtype(*r.descriptor, r.dtype);
-  templates::validate_shape(*r.descriptor, shape);
-  r.shape = shape;
-  for (const auto& t : r.descriptor->tensors(shape)) r.tensor_names.push_back(t.name);
+  r.dtype = std::move(problem.dtype);
+  r.shape = std::move(problem.shape);
+  for (const auto& t : r.descriptor->tensors(r.shape)) r.tensor_names.push_back(t.name);
   return r;
+}
+
+// Which workspace a launch on `stream` uses. The legacy default stream has two spellings (0 and
+// CU_STREAM_LEGACY); CU_STREAM_PER_THREAD is one spelling of a different stream in every thread.
+struct StreamKey {
+  std::uintptr_t stream;
+  std::thread::id thread;
+  bool operator<(const StreamKey& o) const { return std::tie(stream, thread) < std::tie(o.stream, o.thread); }
+};
+
+StreamKey stream_key(void* stream) {
+  auto handle = reinterpret_cast<std::uintptr_t>(stream);
+  if (handle == reinterpret_cast<std::uintptr_t>(CU_STREAM_LEGACY)) handle = 0;
+  const bool per_thread = handle == reinterpret_cast<std::uintptr_t>(CU_STREAM_PER_THREAD);
+  return {handle, per_thread ? std::this_thread::get_id() : std::thread::id()};
 }
 
 [[noreturn]] void wrong_tensor_count(const std::string& kernel, const std::vector<std::string>& names,
@@ -137,6 +155,7 @@ struct Runtime::Impl {
     std::unique_ptr<detail::Module> module;
     std::unique_ptr<detail::Kernel> function;
     LaunchGeometry geometry;
+    std::optional<templates::WorkspaceNeed> workspace;
     detail::KernelArgs scalars;
     std::vector<void*> scalar_pointers;
   };
@@ -157,19 +176,31 @@ struct Runtime::Impl {
 
   struct Counters {
     std::atomic<std::uint64_t> launches{0}, memory_hits{0}, cache_hits{0}, nearest{0}, default_config{0}, tuned{0},
-        failed{0}, db_lookups{0}, compiles{0}, loads{0};
+        failed{0}, db_lookups{0}, compiles{0}, loads{0}, workspace_allocations{0};
   };
+
+  // One kernel's workspace on one stream. Its mutex is held from preparing the buffer to
+  // enqueueing the launch, so launches from several threads on one stream reach the stream in
+  // the order their workspace states were prepared.
+  struct StreamWorkspace {
+    std::mutex mutex;
+    detail::Workspace buffer;
+  };
+  using WorkspaceKey = std::pair<StreamKey, const templates::KernelDescriptor*>;
 
   explicit Impl(RuntimeOptions o) : options(std::move(o)) {}
 
   ~Impl() {
     if (!context) return;
-    // Modules unload from their context; make it current for that, whichever thread destroys us.
+    // Modules unload and buffers free in their context; make it current for that, whichever
+    // thread destroys us.
     try {
       CurrentContext current(*api, context->get());
       entries.clear();
+      workspaces.clear();
     } catch (const std::exception&) {
       entries.clear();
+      workspaces.clear();
     }
   }
 
@@ -192,6 +223,17 @@ struct Runtime::Impl {
 
   mutable std::mutex map_mutex;
   std::unordered_multimap<std::uint64_t, std::unique_ptr<Entry>> entries;
+
+  // Guards the map, not the buffers: each StreamWorkspace has its own mutex.
+  mutable std::mutex workspace_mutex;
+  std::map<WorkspaceKey, std::unique_ptr<StreamWorkspace>> workspaces;
+
+  StreamWorkspace& workspace_for(void* stream, const templates::KernelDescriptor* kernel) {
+    std::lock_guard<std::mutex> lock(workspace_mutex);
+    auto& slot = workspaces[{stream_key(stream), kernel}];
+    if (!slot) slot = std::make_unique<StreamWorkspace>();
+    return *slot;
+  }
 
   const std::string& cache_file() {
     std::lock_guard<std::mutex> lock(db_mutex);
@@ -345,6 +387,7 @@ struct Runtime::Impl {
     ++counters.loads;
     loaded->geometry = r.descriptor->geometry(config, r.shape, templates::dtype_info(r.dtype));
     detail::prepare_launch(*loaded->function, loaded->geometry);
+    if (r.descriptor->workspace) loaded->workspace = r.descriptor->workspace(r.shape);
     r.descriptor->add_scalars(loaded->scalars, r.shape);
     void** pointers = loaded->scalars.pointers();
     loaded->scalar_pointers.assign(pointers, pointers + loaded->scalars.size());
@@ -433,7 +476,8 @@ void Runtime::launch(std::string_view kernel, const Shape& shape, Tensors tensor
   const Impl::Loaded& loaded = impl_->find_or_load(kernel, shape, options, &tensors);
   const std::size_t n_tensors = loaded.tensor_names.size();
   if (tensors.size() != n_tensors) wrong_tensor_count(loaded.descriptor->name, loaded.tensor_names, tensors.size());
-  const std::size_t n_args = n_tensors + loaded.scalar_pointers.size();
+  const std::size_t n_buffers = n_tensors + (loaded.workspace ? 1 : 0);
+  const std::size_t n_args = n_buffers + loaded.scalar_pointers.size();
   // Every built-in kernel has a handful of arguments: the common case allocates nothing.
   constexpr std::size_t kInline = 16;
   std::array<CUdeviceptr, kInline> inline_addresses;
@@ -443,7 +487,7 @@ void Runtime::launch(std::string_view kernel, const Shape& shape, Tensors tensor
   CUdeviceptr* addresses = inline_addresses.data();
   void** args = inline_args.data();
   if (n_args > kInline) {
-    heap_addresses.resize(n_tensors);
+    heap_addresses.resize(n_buffers);
     heap_args.resize(n_args);
     addresses = heap_addresses.data();
     args = heap_args.data();
@@ -457,10 +501,42 @@ void Runtime::launch(std::string_view kernel, const Shape& shape, Tensors tensor
     }
     args[i] = &addresses[i];
   }
-  for (std::size_t j = 0; j < loaded.scalar_pointers.size(); ++j) args[n_tensors + j] = loaded.scalar_pointers[j];
+  for (std::size_t j = 0; j < loaded.scalar_pointers.size(); ++j) args[n_buffers + j] = loaded.scalar_pointers[j];
   CurrentContext current(*impl_->api, impl_->context->get());
-  detail::launch_prepared(*loaded.function, loaded.geometry, args, static_cast<CUstream>(stream));
+  const auto cu_stream = static_cast<CUstream>(stream);
+  if (!loaded.workspace) {
+    detail::launch_prepared(*loaded.function, loaded.geometry, args, cu_stream);
+  } else {
+    Impl::StreamWorkspace& workspace = impl_->workspace_for(stream, loaded.descriptor);
+    std::lock_guard<std::mutex> lock(workspace.mutex);
+    const std::uint64_t before = workspace.buffer.allocations();
+    addresses[n_tensors] = workspace.buffer.prepare(static_cast<std::size_t>(loaded.workspace->bytes),
+                                                    loaded.workspace->layout, cu_stream);
+    args[n_tensors] = &addresses[n_tensors];
+    impl_->counters.workspace_allocations += workspace.buffer.allocations() - before;
+    detail::launch_prepared(*loaded.function, loaded.geometry, args, cu_stream);
+  }
   ++impl_->counters.launches;
+}
+
+void Runtime::release_workspaces(void* stream) {
+  const StreamKey key = stream_key(stream);
+  std::vector<std::unique_ptr<Impl::StreamWorkspace>> released;
+  {
+    std::lock_guard<std::mutex> lock(impl_->workspace_mutex);
+    for (auto it = impl_->workspaces.begin(); it != impl_->workspaces.end();) {
+      if (!(it->first.first < key) && !(key < it->first.first)) {
+        released.push_back(std::move(it->second));
+        it = impl_->workspaces.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  if (released.empty()) return;
+  CurrentContext current(*impl_->api, impl_->context->get());
+  GMJIT_CU(impl_->api->cuStreamSynchronize(static_cast<CUstream>(stream)));
+  released.clear();
 }
 
 Resolution Runtime::resolve(std::string_view kernel, const Shape& shape, const LaunchOptions& options) {
@@ -491,6 +567,15 @@ RuntimeStats Runtime::stats() const {
   s.db_lookups = c.db_lookups.load();
   s.compiles = c.compiles.load();
   s.loads = c.loads.load();
+  s.workspace_allocations = c.workspace_allocations.load();
+  {
+    std::lock_guard<std::mutex> lock(impl_->workspace_mutex);
+    s.workspaces = impl_->workspaces.size();
+    for (const auto& [key, workspace] : impl_->workspaces) {
+      std::lock_guard<std::mutex> held(workspace->mutex);
+      s.workspace_bytes += workspace->buffer.bytes_held();
+    }
+  }
   return s;
 }
 

@@ -53,9 +53,7 @@ KernelDescriptor grayscale_descriptor() {
   d.geometry = [](const Config& c, const Shape& s, const DtypeInfo&) {
     return grid_stride_launch(ceil_div(pixel_count(s), tile_pixels(c)), c.at("tiles"), c.at("block"));
   };
-  d.tensors = [](const Shape& s) {
-    return std::vector<TensorArg>{{"rgb", 3 * pixel_count(s), false}, {"out", pixel_count(s), true}};
-  };
+  describe_tensors(d, {{"rgb", false, {}, R"(["*", 3, "h", "w"])"}, {"out", true, {}, R"(["*", "h", "w"])"}});
   d.add_scalars = [](detail::KernelArgs& args, const Shape& s) { args.add(static_cast<long long>(pixel_count(s))); };
   d.reference_expression = [](const DtypeInfo&) { return std::string("gmjit::reference::grayscale"); };
   d.reference_geometry = [](const Shape& s) { return reference_launch(ceil_div(pixel_count(s), 256)); };

@@ -16,13 +16,15 @@ KernelDescriptor histogram_descriptor() {
   KernelDescriptor d;
   d.name = "histogram";
   d.summary = "counts[b] = number of bytes of x equal to b (u8 in, 256 u32 counts out, exact): striped "
-              "shared-memory histograms per block, folded into global atomics; fast also when most bytes share "
-              "one value. Takes a workspace that the caller zeroes once before the first launch and then reuses "
-              "for every launch, as a cuBLAS workspace";
+              "shared-memory histograms per block, folded into global atomics in a workspace the library owns; "
+              "fast also when most bytes share one value";
   d.header = "gmjit/histogram.cuh";
-  // contention: the percentage of bytes forced to one value (above 100 reads as 100), which only
-  // the input distribution reads; the kernel serves any input.
-  d.problem_keys = {"n", "contention"};
+  d.problem_keys = {"n"};
+  // Only the input distribution and the work model read it; the kernel serves any input. 1 (almost
+  // uniform bytes) when a launch leaves it out.
+  d.data_keys = {{"contention", 1,
+                  "percentage of bytes of the tuning input forced to one value (above 100 reads as 100); "
+                  "optional at launch"}};
   d.dtypes = {"u8"};
   d.params = {
       {"block", {256, 512, 1024}, "threads per block"},
@@ -49,11 +51,8 @@ KernelDescriptor histogram_descriptor() {
     return fmt::format("gmjit::histogram<{}, {}, {}>", c.at("block"), c.at("stripes"), c.at("unroll"));
   };
   d.geometry = [](const Config& c, const Shape& s, const DtypeInfo&) { return kGrid.launch(c, s); };
-  d.tensors = [](const Shape& s) {
-    return std::vector<TensorArg>{{"x", s.at("n"), false, "u8"},
-                                  {"counts", 256, true, "u32"},
-                                  {"workspace", kWorkspaceWords, false, "u32", true}};
-  };
+  describe_tensors(d, {{"x", false, "u8", R"("n")"}, {"counts", true, "u32", "256"}});
+  d.workspace = [](const Shape&) { return WorkspaceNeed{4 * kWorkspaceWords, 0}; };
   d.add_scalars = long_sizes({"n"});
   // GPU MODE's histogram data: with probability contention% a byte is the tensor's hot value,
   // otherwise uniform in 0..255. The hot decision takes the high 32 bits, the byte the low 8.

@@ -250,12 +250,6 @@ class Evaluator {
 
 enum class ScalarType { i32, i64, f32 };
 
-struct TensorSpec {
-  std::string name;
-  Field elements;
-  bool output = false;
-};
-
 struct ScalarSpec {
   std::string name;
   ScalarType type = ScalarType::i64;
@@ -276,7 +270,6 @@ struct Manifest {
   std::string name_format;
   std::vector<std::pair<Field, std::string>> constraints;  // rule, message
   Dims geometry;
-  std::vector<TensorSpec> tensors;
   std::vector<ScalarSpec> scalars;
   std::string reference_format;
   Dims reference_geometry;
@@ -554,21 +547,24 @@ KernelDescriptor parse_manifest(const std::string& manifest_json, const std::str
   m->geometry = parse_geometry(require(root, "", "geometry"), "geometry", launch_scope);
 
   std::set<std::string> arg_names;
+  std::vector<TensorSpec> tensor_specs;
   const json& tensors = require(root, "", "tensors");
   for_each_object(tensors, "tensors", {"name", "elements", "output"}, [&](const json& item, const auto& at) {
     TensorSpec t;
     t.name = require_identifier(require(item, at, "name"), at + ".name");
     if (!arg_names.insert(t.name).second) fail(at + ".name", "'" + t.name + "' repeats");
-    t.elements = parse_field(require(item, at, "elements"), at + ".elements", shape_scope);
+    parse_field(require(item, at, "elements"), at + ".elements", shape_scope);
+    t.elements = item["elements"].dump();
     const json& output = require(item, at, "output");
     if (!output.is_boolean()) fail(at + ".output", fmt::format("expected true or false, got {}", output.dump()));
     t.output = output.get<bool>();
-    if (!t.output && !m->tensors.empty() && m->tensors.back().output) {
+    if (!t.output && !tensor_specs.empty() && tensor_specs.back().output) {
       fail(at, "inputs come before outputs (kernel argument order)");
     }
-    m->tensors.push_back(std::move(t));
+    tensor_specs.push_back(std::move(t));
   });
-  if (m->tensors.empty() || !m->tensors.back().output) fail("tensors", "a kernel needs at least one output tensor");
+  if (tensor_specs.empty() || !tensor_specs.back().output) fail("tensors", "a kernel needs at least one output tensor");
+  describe_tensors(d, std::move(tensor_specs));
 
   if (root.contains("scalars")) {
     for_each_object(root["scalars"], "scalars", {"name", "type", "value"}, [&](const json& item, const auto& at) {
@@ -637,13 +633,6 @@ KernelDescriptor parse_manifest(const std::string& manifest_json, const std::str
   d.geometry = [m](const Config& c, const Shape& s, const DtypeInfo& t) {
     return m->launch(m->geometry, s, &c, t.bytes);
   };
-  d.tensors = [m](const Shape& s) {
-    std::vector<TensorArg> out;
-    for (const auto& t : m->tensors) {
-      out.push_back({t.name, m->bounded(t.elements, s, nullptr, 0, 1, INT64_MAX), t.output});
-    }
-    return out;
-  };
   d.add_scalars = [m](detail::KernelArgs& args, const Shape& s) {
     for (const auto& scalar : m->scalars) {
       const std::int64_t v = m->eval(scalar.value, s, nullptr, 0);
@@ -683,6 +672,37 @@ KernelDescriptor parse_manifest(const std::string& manifest_json, const std::str
     return ElementBound{std::max(base.atol, declared), std::max(base.rtol, declared)};
   };
   return d;
+}
+
+void describe_tensors(KernelDescriptor& kernel, std::vector<TensorSpec> specs) {
+  struct Compiled {
+    Manifest context;  // only its name and eval(): tensors see the shape alone
+    std::vector<Field> elements;
+    std::vector<TensorSpec> specs;
+  };
+  auto compiled = std::make_shared<Compiled>();
+  compiled->context.name = kernel.name;
+  compiled->context.problem_keys = kernel.problem_keys;
+  const Scope scope{&compiled->context.problem_keys, nullptr, false};
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    const std::string path = index_path("tensors", i) + ".elements";
+    const json expression = json::parse(specs[i].elements, nullptr, false);
+    if (expression.is_discarded()) fail(path, fmt::format("'{}' is not JSON", specs[i].elements));
+    compiled->elements.push_back(parse_field(expression, path, scope));
+    if (!specs[i].dtype.empty()) dtype_info(specs[i].dtype);
+  }
+  compiled->specs = specs;
+  kernel.tensor_specs = std::move(specs);
+  kernel.tensors = [compiled](const Shape& s) {
+    std::vector<TensorArg> out;
+    out.reserve(compiled->specs.size());
+    for (std::size_t i = 0; i < compiled->specs.size(); ++i) {
+      const TensorSpec& spec = compiled->specs[i];
+      out.push_back({spec.name, compiled->context.bounded(compiled->elements[i], s, nullptr, 0, 1, INT64_MAX),
+                     spec.output, spec.dtype});
+    }
+    return out;
+  };
 }
 
 const KernelDescriptor& register_manifest_kernel(const std::string& manifest_json, const std::string& header_source) {

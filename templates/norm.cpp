@@ -15,13 +15,10 @@ KernelDescriptor norm_descriptor(const std::string& name, bool layer) {
   d.name = name;
   d.header = "gmjit/norm.cuh";
   describe_row_kernel(d, name, "statistics first", "eps = 1e-5 (fixed); ");
-  d.tensors = [layer](const Shape& s) {
-    const std::int64_t n = s.at("rows") * s.at("cols");
-    std::vector<TensorArg> tensors{{"x", n, false}, {"weight", s.at("cols"), false}};
-    if (layer) tensors.push_back({"bias", s.at("cols"), false});
-    tensors.push_back({"y", n, true});
-    return tensors;
-  };
+  std::vector<TensorSpec> tensors{{"x", false, {}, R"(["*", "rows", "cols"])"}, {"weight", false, {}, R"("cols")"}};
+  if (layer) tensors.push_back({"bias", false, {}, R"("cols")"});
+  tensors.push_back({"y", true, {}, R"(["*", "rows", "cols"])"});
+  describe_tensors(d, std::move(tensors));
   d.add_scalars = [rows_and_cols = d.add_scalars](detail::KernelArgs& args, const Shape& s) {
     rows_and_cols(args, s);
     args.add(kEps);

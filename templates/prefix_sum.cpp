@@ -16,8 +16,8 @@ std::int64_t staged_bytes(const Config& c) { return tile(c) * 4 * 33 / 32; }
 KernelDescriptor prefix_sum_descriptor() {
   KernelDescriptor d;
   d.name = "prefix_sum";
-  d.summary = "y = inclusive scan of fp32 x in one pass (decoupled look-back, tile sums carried in double); "
-              "the workspace tensor must be zeroed once before the first launch and then reused as is";
+  d.summary = "y = inclusive scan of fp32 x in one pass (decoupled look-back, tile sums carried in double, "
+              "look-back flags in a workspace the library owns)";
   d.header = "gmjit/prefix_sum.cuh";
   d.problem_keys = {"n"};
   d.dtypes = {"fp32"};
@@ -39,10 +39,8 @@ KernelDescriptor prefix_sum_descriptor() {
   d.geometry = [](const Config& c, const Shape& s, const DtypeInfo&) {
     return linear_launch(ceil_div(s.at("n"), tile(c)), c.at("block"), staged_bytes(c));
   };
-  d.tensors = [](const Shape& s) {
-    TensorArg workspace{"workspace", prefix_sum_workspace_words(s.at("n")), false, "u32", true};
-    return std::vector<TensorArg>{{"x", s.at("n"), false}, {"y", s.at("n"), true}, workspace};
-  };
+  describe_tensors(d, {{"x", false, {}, R"("n")"}, {"y", true, {}, R"("n")"}});
+  d.workspace = [](const Shape& s) { return WorkspaceNeed{4 * prefix_sum_workspace_words(s.at("n")), 0}; };
   d.add_scalars = long_sizes({"n"});
   d.host_reference = [](const std::vector<std::vector<double>>& inputs, const Shape&) {
     std::vector<double> scan(inputs.at(0).size());

@@ -243,12 +243,20 @@ bool is_user_kernel(const std::string& name) {
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
-void validate_shape(const KernelDescriptor& kernel, const Shape& shape) {
+NormalizedProblem normalize_problem(const KernelDescriptor& kernel, const Shape& shape, const std::string& dtype) {
+  NormalizedProblem out{&kernel, dtype.empty() ? kernel.dtypes.front() : dtype, {}};
+  dtype_info(out.dtype);
+  if (std::find(kernel.dtypes.begin(), kernel.dtypes.end(), out.dtype) == kernel.dtypes.end()) {
+    throw Error(ErrorKind::usage, 0,
+                fmt::format("'{}': {} supports dtypes {}", out.dtype, kernel.name, fmt::join(kernel.dtypes, ", ")));
+  }
+  std::vector<std::string> keys = kernel.problem_keys;
+  for (const auto& data : kernel.data_keys) keys.push_back(data.name);
   for (const auto& [key, value] : shape) {
-    if (std::find(kernel.problem_keys.begin(), kernel.problem_keys.end(), key) == kernel.problem_keys.end()) {
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
       throw Error(ErrorKind::usage, 0,
                   fmt::format("'{}={}': {} has no problem key '{}' (keys: {})", key, value, kernel.name, key,
-                              fmt::join(kernel.problem_keys, ", ")));
+                              fmt::join(keys, ", ")));
     }
     if (value <= 0) {
       throw Error(ErrorKind::usage, 0, fmt::format("'{}={}': sizes must be positive", key, value));
@@ -256,28 +264,27 @@ void validate_shape(const KernelDescriptor& kernel, const Shape& shape) {
   }
   for (const auto& key : kernel.problem_keys) {
     if (shape.count(key) == 0) {
-      throw Error(ErrorKind::usage, 0, fmt::format("missing problem key '{}' for {}", key, kernel.name));
+      throw Error(ErrorKind::usage, 0,
+                  fmt::format("missing problem key '{}' for {} (keys: {})", key, kernel.name, fmt::join(keys, ", ")));
     }
   }
+  out.shape = shape;
+  for (const auto& data : kernel.data_keys) out.shape.emplace(data.name, data.default_value);
   if (kernel.shape_violation) {
-    if (const std::string why = kernel.shape_violation(shape); !why.empty()) {
+    if (const std::string why = kernel.shape_violation(out.shape); !why.empty()) {
       throw Error(ErrorKind::usage, 0, fmt::format("'{}': {} {}", format_assignments(shape), kernel.name, why));
     }
   }
+  return out;
 }
 
-void validate_dtype(const KernelDescriptor& kernel, const std::string& dtype) {
-  dtype_info(dtype);
-  if (std::find(kernel.dtypes.begin(), kernel.dtypes.end(), dtype) == kernel.dtypes.end()) {
-    throw Error(ErrorKind::usage, 0,
-                fmt::format("'{}': {} supports dtypes {}", dtype, kernel.name, fmt::join(kernel.dtypes, ", ")));
-  }
+NormalizedProblem normalize_problem(const std::string& kernel, const Shape& shape, const std::string& dtype) {
+  return normalize_problem(find_kernel(kernel), shape, dtype);
 }
 
 Config resolve_config(const KernelDescriptor& kernel, const Shape& shape, const std::string& dtype,
                       const Config& partial) {
-  validate_shape(kernel, shape);
-  validate_dtype(kernel, dtype);
+  const NormalizedProblem problem = normalize_problem(kernel, shape, dtype);
   Config config = kernel.default_config;
   for (const auto& [key, value] : partial) {
     const auto param = std::find_if(kernel.params.begin(), kernel.params.end(),
@@ -295,7 +302,7 @@ Config resolve_config(const KernelDescriptor& kernel, const Shape& shape, const 
     }
     config[key] = value;
   }
-  if (const std::string why = kernel.violation(config, shape); !why.empty()) {
+  if (const std::string why = kernel.violation(config, problem.shape); !why.empty()) {
     throw Error(ErrorKind::usage, 0, fmt::format("'{}': {}", format_assignments(config), why));
   }
   return config;

@@ -47,20 +47,47 @@ struct DtypeInfo {
 // Throws Error(usage) for an unknown dtype name.
 const DtypeInfo& dtype_info(const std::string& name);
 
-// One buffer argument of a kernel, in argument order.
+// One buffer argument of a kernel at a shape, in argument order.
 struct TensorArg {
   std::string name;
   std::int64_t elements;
   bool output;
   // Empty: the problem's dtype (a histogram's counts are u32 whatever its input is).
   std::string dtype = {};
-  // Scratch state the kernel keeps between launches (block partials, look-back flags, a
-  // completion counter): the caller zeroes it once before the first launch, and every launch
-  // leaves it as the next one needs it, so no launch pays for a memset. Neither input nor output.
-  bool workspace = false;
 };
 // The dtype of `tensor` in a problem of dtype `problem_dtype`.
 const DtypeInfo& tensor_dtype(const TensorArg& tensor, const DtypeInfo& problem_dtype);
+
+// One buffer argument as the catalog describes it, for every shape: what `gmtune list --json`
+// and KernelInfo print, and what describe_tensors turns into the descriptor's tensors().
+struct TensorSpec {
+  std::string name;
+  bool output = false;
+  std::string dtype = {};  // empty: the problem's dtype
+  // The element count: JSON text of an expression over the problem keys in the manifest's
+  // expression language, e.g. `"n"`, `["*", "rows", "cols"]`, `256`.
+  std::string elements;
+};
+
+// Scratch a kernel keeps between launches (block partials, look-back flags, a completion
+// counter): zeroed once, and every launch leaves it as the next launch of the same kernel needs
+// it, so no launch pays for a memset. It belongs to whoever launches (the Runtime, the tuner's
+// harness), never to the caller, and is passed after the tensors.
+struct WorkspaceNeed {
+  std::int64_t bytes = 0;
+  // Launches whose layouts differ may not share the buffer's state (softmax's split path places
+  // its per-row pairs after `rows` counters): a launch of another layout finds it zeroed first.
+  std::int64_t layout = 0;
+};
+
+// A property of the test data the tuner generates, not of any tensor (histogram's contention):
+// it steers the tuning inputs and is part of the problem (and so of the cache key), but a launch
+// may leave it out and then takes `default_value`. Tensors, scalars and geometry never read it.
+struct DataKey {
+  std::string name;
+  std::int64_t default_value = 1;
+  std::string doc;
+};
 
 // A value for element `i` of input tensor `input`, from 64 random bits of that element and 64
 // random bits drawn once for the tensor; converted to the tensor's dtype (rounded to nearest for
@@ -100,7 +127,9 @@ struct KernelDescriptor {
   std::string name;
   std::string summary;
   std::string header;  // the embedded .cuh that defines the kernel
+  // The sizes of the tensors, each required at launch.
   std::vector<std::string> problem_keys;
+  std::vector<DataKey> data_keys;
   std::vector<std::string> dtypes;
   std::vector<ParamDomain> params;
   Config default_config;
@@ -110,14 +139,18 @@ struct KernelDescriptor {
   std::function<std::string(const Config&, const Shape&)> violation;
   // Optional: why a shape lies beyond what the kernel's index arithmetic supports whatever the
   // configuration (sizes passed as int, element counts whose byte offsets would overflow);
-  // empty when it does not. validate_shape throws it as Error(usage). It runs before tensors()
+  // empty when it does not. normalize_problem throws it as Error(usage). It runs before tensors()
   // or geometry() see the shape, so its own arithmetic must not overflow.
   std::function<std::string(const Shape&)> shape_violation;
   // The instantiation NVRTC compiles, e.g. gmjit::vector_add<float, 256, 4, 16>.
   std::function<std::string(const Config&, const Shape&, const DtypeInfo&)> name_expression;
   std::function<LaunchGeometry(const Config&, const Shape&, const DtypeInfo&)> geometry;
-  // Buffers in kernel argument order (inputs first, then outputs), then the scalar arguments.
+  // Buffers in kernel argument order (inputs first, then outputs), then the workspace if any,
+  // then the scalar arguments. tensors() evaluates tensor_specs; both are set by describe_tensors.
+  std::vector<TensorSpec> tensor_specs;
   std::function<std::vector<TensorArg>(const Shape&)> tensors;
+  // Empty: the kernel takes no workspace.
+  std::function<WorkspaceNeed(const Shape&)> workspace;
   std::function<void(detail::KernelArgs&, const Shape&)> add_scalars;
 
   // The reference kernel takes the same inputs, one double output per output element, and the
@@ -165,14 +198,30 @@ const KernelDescriptor& register_user_kernel(KernelDescriptor kernel);
 // True for kernels added by register_user_kernel.
 bool is_user_kernel(const std::string& name);
 
+// A problem checked against its kernel and put in its one canonical form: the dtype filled in
+// (the kernel's first when empty) and checked, every problem key present and positive, data keys
+// at their defaults when absent, no other key. Every layer that accepts a problem calls this
+// (gmjit::validate exposes it); the normalized shape is what keys the cache.
+struct NormalizedProblem {
+  const KernelDescriptor* kernel = nullptr;
+  std::string dtype;
+  Shape shape;
+};
+// Throws Error(usage) naming the offending key or value.
+NormalizedProblem normalize_problem(const std::string& kernel, const Shape& shape, const std::string& dtype);
+NormalizedProblem normalize_problem(const KernelDescriptor& kernel, const Shape& shape, const std::string& dtype);
+
 // Full validation of a request against a descriptor; throws Error(usage) naming the offending
-// key or value: unknown/missing problem keys, non-positive sizes, sizes beyond the kernel's index
-// arithmetic (shape_violation), unknown dtype, unknown params, values outside their domain,
-// constraint violations. Missing params take the defaults.
+// key or value: those of normalize_problem (including sizes beyond the kernel's index arithmetic,
+// shape_violation), unknown params, values outside their domain, constraint violations. Missing
+// params take the defaults. `shape` must be normalized.
 Config resolve_config(const KernelDescriptor& kernel, const Shape& shape, const std::string& dtype,
                       const Config& partial);
-void validate_shape(const KernelDescriptor& kernel, const Shape& shape);
-void validate_dtype(const KernelDescriptor& kernel, const std::string& dtype);
+
+// Sets kernel.tensor_specs and the tensors() that evaluates them (templates/manifest.cpp holds the
+// expression language). Throws Error(usage) for an expression that is not one, or names
+// anything but kernel.problem_keys, which must be set first.
+void describe_tensors(KernelDescriptor& kernel, std::vector<TensorSpec> specs);
 
 // Every configuration in the cross product of the domains that satisfies the constraints; none
 // for a shape beyond the kernel (shape_violation).

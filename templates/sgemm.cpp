@@ -76,11 +76,9 @@ KernelDescriptor sgemm_descriptor() {
     g.block[0] = static_cast<unsigned>((c.at("bm") / c.at("tm")) * (c.at("bn") / c.at("tn")));
     return g;
   };
-  d.tensors = [](const Shape& s) {
-    return std::vector<TensorArg>{{"A", s.at("m") * s.at("k"), false},
-                                  {"B", s.at("k") * s.at("n"), false},
-                                  {"C", s.at("m") * s.at("n"), true}};
-  };
+  describe_tensors(d, {{"A", false, {}, R"(["*", "m", "k"])"},
+                       {"B", false, {}, R"(["*", "k", "n"])"},
+                       {"C", true, {}, R"(["*", "m", "n"])"}});
   d.add_scalars = [](detail::KernelArgs& args, const Shape& s) {
     args.add(static_cast<int>(s.at("m"))).add(static_cast<int>(s.at("n"))).add(static_cast<int>(s.at("k")));
   };

@@ -40,7 +40,7 @@ KernelDescriptor softmax_descriptor() {
   d.name = "softmax";
   d.summary = "y = softmax(x) along the last dim of a row-major rows x cols matrix, fp32 math; "
               "a warp or a block per row, row held in registers or streamed twice, or a long row split over "
-              "blocks that merge their (max, sum) through the workspace (zeroed once, then reused as is)";
+              "blocks that merge their (max, sum) through a workspace the library owns";
   d.header = "gmjit/softmax.cuh";
   describe_row_kernel(d, "softmax", "online max/sum");
   for (auto& param : d.params) {
@@ -110,10 +110,11 @@ KernelDescriptor softmax_descriptor() {
     g.block[0] = static_cast<unsigned>(c.at("block"));
     return g;
   };
-  d.tensors = [](const Shape& s) {
-    const std::int64_t n = s.at("rows") * s.at("cols");
-    TensorArg workspace{"workspace", split_workspace_words(s), false, "u32", true};
-    return std::vector<TensorArg>{{"x", n, false}, {"y", n, true}, workspace};
+  describe_tensors(d, {{"x", false, {}, R"(["*", "rows", "cols"])"}, {"y", true, {}, R"(["*", "rows", "cols"])"}});
+  d.workspace = [](const Shape& s) {
+    // The pairs follow one arrival count per row, so the layout changes with rows.
+    const bool split = s.at("cols") >= kSplitMinCols;
+    return WorkspaceNeed{4 * split_workspace_words(s), split ? s.at("rows") : 0};
   };
   d.reference_expression = [](const DtypeInfo& t) { return fmt::format("gmjit::reference::softmax<{}>", t.cpp_type); };
   // Outputs average 1 / cols: an absolute bound of order one would accept any value of a long row.

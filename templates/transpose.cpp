@@ -52,10 +52,7 @@ KernelDescriptor transpose_descriptor() {
     g.block[1] = static_cast<unsigned>(c.at("tile") / c.at("rows_per_thread"));
     return g;
   };
-  d.tensors = [](const Shape& s) {
-    const std::int64_t elements = s.at("rows") * s.at("cols");
-    return std::vector<TensorArg>{{"in", elements, false}, {"out", elements, true}};
-  };
+  describe_tensors(d, {{"in", false, {}, R"(["*", "rows", "cols"])"}, {"out", true, {}, R"(["*", "rows", "cols"])"}});
   d.add_scalars = long_sizes({"rows", "cols"});
   d.reference_expression = [](const DtypeInfo&) { return std::string("gmjit::reference::transpose"); };
   d.reference_geometry = [](const Shape& s) { return reference_launch(ceil_div(s.at("rows") * s.at("cols"), 256)); };

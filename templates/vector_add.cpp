@@ -31,9 +31,7 @@ KernelDescriptor vector_add_descriptor() {
     const std::int64_t per_block = c.at("block") * c.at("items") * std::max<std::int64_t>(1, c.at("vec_bytes") / t.bytes);
     return grid_stride_launch(s.at("n"), per_block, c.at("block"));
   };
-  d.tensors = [](const Shape& s) {
-    return std::vector<TensorArg>{{"a", s.at("n"), false}, {"b", s.at("n"), false}, {"c", s.at("n"), true}};
-  };
+  describe_tensors(d, {{"a", false, {}, R"("n")"}, {"b", false, {}, R"("n")"}, {"c", true, {}, R"("n")"}});
   d.add_scalars = long_sizes({"n"});
   d.reference_expression = [](const DtypeInfo& t) { return fmt::format("gmjit::reference::vector_add<{}>", t.cpp_type); };
   d.reference_geometry = [](const Shape& s) { return reference_launch(ceil_div(s.at("n"), 256)); };

@@ -16,9 +16,8 @@ KernelDescriptor vector_sum_descriptor() {
   KernelDescriptor d;
   d.name = "vector_sum";
   d.summary = "y[0] = sum of x (fp32 in, fp32 out, double accumulation): a persistent grid of 16-byte loads, "
-              "per-block double partials, the last block adds them in a fixed order (deterministic). Takes a "
-              "workspace that the caller zeroes once before the first launch and then reuses for every launch, "
-              "as a cuBLAS workspace";
+              "per-block double partials in a workspace the library owns, the last block adds them in a fixed "
+              "order (deterministic)";
   d.header = "gmjit/vector_sum.cuh";
   d.problem_keys = {"n"};
   d.dtypes = {"fp32"};
@@ -35,11 +34,8 @@ KernelDescriptor vector_sum_descriptor() {
     return fmt::format("gmjit::vector_sum<{}, {}>", c.at("block"), c.at("unroll"));
   };
   d.geometry = [](const Config& c, const Shape& s, const DtypeInfo&) { return kGrid.launch(c, s); };
-  d.tensors = [](const Shape& s) {
-    return std::vector<TensorArg>{{"x", s.at("n"), false, "fp32"},
-                                  {"y", 1, true, "fp32"},
-                                  {"workspace", kWorkspaceWords, false, "u32", true}};
-  };
+  describe_tensors(d, {{"x", false, "fp32", R"("n")"}, {"y", true, "fp32", "1"}});
+  d.workspace = [](const Shape&) { return WorkspaceNeed{4 * kWorkspaceWords, 0}; };
   d.add_scalars = long_sizes({"n"});
   // GPU MODE's vectorsum data: randn * scale + offset, with offset uniform in [-100, 100] and scale
   // uniform in (0.1, 10] per tensor, so sums of the same sign but very different spreads.

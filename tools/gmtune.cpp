@@ -18,6 +18,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "gmjit/gmjit.hpp"
@@ -33,12 +34,6 @@ constexpr int kUsage = 2;
 std::string join(const std::vector<std::int64_t>& values) {
   std::string out;
   for (auto v : values) out += (out.empty() ? "" : ",") + std::to_string(v);
-  return out;
-}
-
-std::string join_names(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& name : names) out += (out.empty() ? "" : ", ") + name;
   return out;
 }
 
@@ -80,6 +75,21 @@ int run_devices(bool json) {
   return 0;
 }
 
+// An element-count expression of the catalog as a reader writes it: n, m*k, 3*h*w.
+std::string expression_text(const nlohmann::json& e, bool nested = false) {
+  if (e.is_string()) return e.get<std::string>();
+  if (!e.is_array() || e.empty() || !e[0].is_string()) return e.dump();
+  const std::string op = e[0].get<std::string>();
+  std::vector<std::string> args;
+  for (std::size_t i = 1; i < e.size(); ++i) args.push_back(expression_text(e[i], true));
+  static const std::set<std::string> infix = {"+", "-", "*", "/", "%"};
+  if (infix.count(op) && args.size() >= 2) {
+    const std::string joined = fmt::format("{}", fmt::join(args, op));
+    return nested ? "(" + joined + ")" : joined;
+  }
+  return fmt::format("{}({})", op, fmt::join(args, ", "));
+}
+
 int run_list(bool json) {
   const auto kernels = gmjit::list_kernels();
   if (json) {
@@ -87,9 +97,19 @@ int run_list(bool json) {
     for (const auto& k : kernels) {
       nlohmann::json params = nlohmann::json::array();
       for (const auto& p : k.params) params.push_back({{"name", p.name}, {"values", p.values}, {"doc", p.doc}});
+      nlohmann::json data_keys = nlohmann::json::array();
+      for (const auto& d : k.data_keys) data_keys.push_back({{"name", d.name}, {"default", d.default_value}, {"doc", d.doc}});
+      nlohmann::json tensors = nlohmann::json::array();
+      for (const auto& t : k.tensors) {
+        tensors.push_back({{"name", t.name},
+                           {"role", t.output ? "output" : "input"},
+                           {"dtype", t.dtype.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.dtype)},
+                           {"elements", nlohmann::json::parse(t.elements_expression)}});
+      }
       out.push_back({{"name", k.name}, {"summary", k.summary}, {"header", k.header},
-                     {"template_hash", k.template_hash}, {"problem_keys", k.problem_keys}, {"dtypes", k.dtypes},
-                     {"params", params}, {"default_config", k.default_config}, {"constraints", k.constraints}});
+                     {"template_hash", k.template_hash}, {"problem_keys", k.problem_keys}, {"data_keys", data_keys},
+                     {"tensors", tensors}, {"dtypes", k.dtypes}, {"params", params},
+                     {"default_config", k.default_config}, {"constraints", k.constraints}});
     }
     std::cout << nlohmann::json{{"kernels", out}}.dump(2) << "\n";
     return 0;
@@ -98,8 +118,16 @@ int run_list(bool json) {
     std::string keys, dtypes;
     for (const auto& key : k.problem_keys) keys += (keys.empty() ? "" : ",") + key;
     for (const auto& d : k.dtypes) dtypes += (dtypes.empty() ? "" : ",") + d;
-    std::printf("%s  (%s)\n  %s\n  problem keys: %s   dtypes: %s   template %s\n", k.name.c_str(), k.header.c_str(),
-                k.summary.c_str(), keys.c_str(), dtypes.c_str(), k.template_hash.c_str());
+    for (const auto& d : k.data_keys) keys += fmt::format(",[{}={}]", d.name, d.default_value);
+    std::string tensors;
+    for (const auto& t : k.tensors) {
+      tensors += fmt::format("{}{} {}[{}]{}", tensors.empty() ? "" : ", ", t.output ? "out" : "in", t.name,
+                             expression_text(nlohmann::json::parse(t.elements_expression)),
+                             t.dtype.empty() ? "" : " " + t.dtype);
+    }
+    std::printf("%s  (%s)\n  %s\n  problem keys: %s   dtypes: %s   template %s\n  tensors: %s\n", k.name.c_str(),
+                k.header.c_str(), k.summary.c_str(), keys.c_str(), dtypes.c_str(), k.template_hash.c_str(),
+                tensors.c_str());
     for (const auto& p : k.params) {
       std::printf("    %-10s {%s}  default %lld  %s\n", p.name.c_str(), join(p.values).c_str(),
                   static_cast<long long>(k.default_config.at(p.name)), p.doc.c_str());
@@ -161,36 +189,9 @@ std::vector<std::string> split_list(const std::string& text) {
 // Usage errors are reported before anything asks the driver, so a typo on a machine without a
 // GPU says what is wrong with the command rather than that no device is present.
 void check_problem(gmjit::Problem& problem) {
-  const auto kernels = gmjit::list_kernels();
-  const auto kernel = std::find_if(kernels.begin(), kernels.end(), [&](const auto& k) { return k.name == problem.kernel; });
-  if (kernel == kernels.end()) {
-    std::vector<std::string> names;
-    for (const auto& k : kernels) names.push_back(k.name);
-    throw gmjit::Error(gmjit::ErrorKind::usage, 0,
-                       "unknown kernel '" + problem.kernel + "' (kernels: " + join_names(names) + ")");
-  }
-  if (problem.dtype.empty()) problem.dtype = kernel->dtypes.front();
-  if (std::find(kernel->dtypes.begin(), kernel->dtypes.end(), problem.dtype) == kernel->dtypes.end()) {
-    throw gmjit::Error(gmjit::ErrorKind::usage, 0,
-                       "'" + problem.dtype + "': " + problem.kernel + " supports dtypes " + join_names(kernel->dtypes));
-  }
-  for (const auto& key : kernel->problem_keys) {
-    if (problem.shape.count(key) == 0) {
-      throw gmjit::Error(gmjit::ErrorKind::usage, 0,
-                         "missing problem key '" + key + "' for " + problem.kernel + " (keys: " +
-                             join_names(kernel->problem_keys) + ")");
-    }
-  }
-  for (const auto& [key, value] : problem.shape) {
-    if (std::find(kernel->problem_keys.begin(), kernel->problem_keys.end(), key) == kernel->problem_keys.end()) {
-      throw gmjit::Error(gmjit::ErrorKind::usage, 0,
-                         "'" + key + "': " + problem.kernel + " has no problem key '" + key + "' (keys: " +
-                             join_names(kernel->problem_keys) + ")");
-    }
-    if (value <= 0) {
-      throw gmjit::Error(gmjit::ErrorKind::usage, 0, "'" + key + "=" + std::to_string(value) + "': sizes must be positive");
-    }
-  }
+  const gmjit::Problem normalized = gmjit::validate(problem.kernel, problem.shape, problem.dtype);
+  problem.dtype = normalized.dtype;
+  problem.shape = normalized.shape;
 }
 
 // GMJIT_SIMULATED_DEVICE=1 runs candidates on the worker's simulated device, so no GPU is needed.

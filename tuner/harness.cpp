@@ -213,7 +213,7 @@ std::vector<std::vector<unsigned char>> random_inputs(const templates::KernelDes
                                                       const templates::DtypeInfo& dtype, std::uint64_t seed) {
   std::vector<std::vector<unsigned char>> inputs;
   for (const auto& arg : kernel.tensors(shape)) {
-    if (arg.output || arg.workspace) continue;
+    if (arg.output) continue;
     inputs.push_back(random_bytes(kernel, shape, templates::tensor_dtype(arg, dtype), arg.elements, seed, inputs.size()));
   }
   return inputs;
@@ -224,7 +224,7 @@ std::vector<std::vector<double>> widen_inputs(const templates::KernelDescriptor&
                                               const std::vector<std::vector<unsigned char>>& inputs) {
   std::vector<std::vector<double>> values;
   for (const auto& arg : kernel.tensors(shape)) {
-    if (arg.output || arg.workspace) continue;
+    if (arg.output) continue;
     const auto& type = templates::tensor_dtype(arg, dtype);
     const auto& bytes = inputs.at(values.size());
     std::vector<double>& widened = values.emplace_back(bytes.size() / type.bytes);
@@ -263,13 +263,18 @@ Harness::Harness(const templates::KernelDescriptor& kernel, const Shape& shape, 
   for (const auto& arg : kernel.tensors(shape)) {
     const auto& type = templates::tensor_dtype(arg, dtype_);
     const std::size_t bytes = static_cast<std::size_t>(arg.elements) * type.bytes;
-    const bool guarded = arg.output || arg.workspace;
-    Tensor tensor{arg, &type, detail::DeviceBuffer(bytes + (guarded ? kGuardBytes : 0))};
-    if (!arg.output && !arg.workspace) {
+    Tensor tensor{arg, &type, detail::DeviceBuffer(bytes + (arg.output ? kGuardBytes : 0))};
+    if (!arg.output) {
       const auto& host = inputs.at(next_input++);
       tensor.buffer.upload(host.data(), host.size());
     }
     tensors_.push_back(std::move(tensor));
+  }
+  if (kernel.workspace) {
+    // Sized and zeroed as the Runtime does, with guard bytes after it.
+    workspace_need_ = kernel.workspace(shape);
+    workspace_.prepare(static_cast<std::size_t>(workspace_need_->bytes) + kGuardBytes, workspace_need_->layout,
+                       stream_.get());
   }
   // Twice the L2 so that a memset over it evicts every line of the previous run's data.
   flush_ = detail::DeviceBuffer(static_cast<std::size_t>(std::max<long long>(device.l2_bytes, 1 << 20)) * 2);
@@ -315,6 +320,7 @@ detail::KernelArgs Harness::arguments(CUdeviceptr reference_output) const {
   for (const auto& tensor : tensors_) {
     args.add(tensor.arg.output && reference_output != 0 ? reference_output : tensor.buffer.get());
   }
+  if (workspace_need_) args.add(workspace_.buffer().get());
   kernel_.add_scalars(args, shape_);
   return args;
 }
@@ -327,12 +333,11 @@ void Harness::poison_outputs() {
 
 double Harness::verify(detail::Kernel& kernel, const LaunchGeometry& geometry) {
   detail::KernelArgs args = arguments();
-  if (std::any_of(tensors_.begin(), tensors_.end(), [](const Tensor& t) { return t.arg.workspace; })) {
-    // A workspace is zeroed once, as a caller does, and the launch checked is the second: a
-    // kernel that leaves its workspace in a state the next launch misreads fails here.
-    for (auto& tensor : tensors_) {
-      if (tensor.arg.workspace) tensor.buffer.fill_bytes(0, stream_.get());
-    }
+  if (workspace_need_) {
+    // Each candidate starts from a zeroed workspace, as the Runtime's does, so one that leaves it
+    // dirty cannot fail the next; the launch checked is the second: a kernel that leaves its
+    // workspace in a state the next launch misreads fails here.
+    workspace_.clear(stream_.get());
     detail::launch(kernel, geometry, args, stream_.get());
   }
   poison_outputs();
@@ -351,19 +356,25 @@ double Harness::verify(detail::Kernel& kernel, const LaunchGeometry& geometry) {
   double worst = 0;
   failure_.clear();
   last_l2_error_ = 0;
-  for (const auto& tensor : tensors_) {
-    if (!tensor.arg.output && !tensor.arg.workspace) continue;
-    const std::size_t bytes = static_cast<std::size_t>(tensor.arg.elements) * tensor.dtype->bytes;
+  if (workspace_need_) {
     unsigned char guard[kGuardBytes];
-    tensor.buffer.download(guard, kGuardBytes, bytes);
-    const unsigned char untouched = tensor.arg.output ? 0xFF : 0x00;
-    if (std::any_of(std::begin(guard), std::end(guard), [&](unsigned char b) { return b != untouched; })) {
-      failure_ = fmt::format("a guard byte past {} {} was overwritten", tensor.arg.output ? "output" : "workspace",
-                             tensor.arg.name);
+    workspace_.buffer().download(guard, kGuardBytes, static_cast<std::size_t>(workspace_need_->bytes));
+    if (std::any_of(std::begin(guard), std::end(guard), [](unsigned char b) { return b != 0; })) {
+      failure_ = "a guard byte past the workspace was overwritten";
       last_l2_error_ = std::numeric_limits<double>::infinity();
       return last_l2_error_;
     }
+  }
+  for (const auto& tensor : tensors_) {
     if (!tensor.arg.output) continue;
+    const std::size_t bytes = static_cast<std::size_t>(tensor.arg.elements) * tensor.dtype->bytes;
+    unsigned char guard[kGuardBytes];
+    tensor.buffer.download(guard, kGuardBytes, bytes);
+    if (std::any_of(std::begin(guard), std::end(guard), [](unsigned char b) { return b != 0xFF; })) {
+      failure_ = fmt::format("a guard byte past output {} was overwritten", tensor.arg.name);
+      last_l2_error_ = std::numeric_limits<double>::infinity();
+      return last_l2_error_;
+    }
     const detail::DeviceBuffer& reference = reference_.at(output_index++);
     const templates::ElementBound bound = templates::element_bound(kernel_, *tensor.dtype, shape_);
     sums_.fill_bytes(0, stream_.get());

@@ -15,6 +15,7 @@
 #include "gmjit/types.hpp"
 #include "core/device.hpp"
 #include "core/module.hpp"
+#include "core/workspace.hpp"
 #include "templates/registry.hpp"
 
 namespace gmjit::tuner {
@@ -135,6 +136,8 @@ class Harness {
   templates::DtypeInfo dtype_;
   detail::Stream stream_;
   std::vector<Tensor> tensors_;
+  std::optional<templates::WorkspaceNeed> workspace_need_;
+  detail::Workspace workspace_;
   std::vector<detail::DeviceBuffer> reference_;  // float64, per output tensor
   std::map<std::string, Compare> compare_kernels_;  // by output dtype
   detail::DeviceBuffer sums_;  // a gmjit::verify::Sums

@@ -26,11 +26,11 @@
 
 namespace gmjit::tuner {
 
-void check_problem(const Problem& problem, const std::string& where) {
+void normalize_problem(Problem& problem, const std::string& where) {
   try {
-    const auto& kernel = templates::find_kernel(problem.kernel);
-    templates::validate_dtype(kernel, problem.dtype);
-    templates::validate_shape(kernel, problem.shape);
+    auto normalized = templates::normalize_problem(problem.kernel, problem.shape, problem.dtype);
+    problem.dtype = std::move(normalized.dtype);
+    problem.shape = std::move(normalized.shape);
   } catch (const Error& e) {
     throw Error(ErrorKind::usage, 0, where + ": " + e.message());
   }
@@ -129,14 +129,7 @@ std::vector<Problem> parse_shapes(const std::string& text, const std::string& so
           throw Error(ErrorKind::usage, 0, fmt::format("{}: '{}' is not an integer ({})", at, key, value.dump()));
         }
       }
-      if (problem.dtype.empty()) {
-        try {
-          problem.dtype = templates::find_kernel(kernel).dtypes.front();
-        } catch (const Error& e) {
-          throw Error(ErrorKind::usage, 0, at + ": " + e.message());
-        }
-      }
-      tuner::check_problem(problem, at);
+      tuner::normalize_problem(problem, at);
       problems.push_back(std::move(problem));
     }
   }
@@ -279,10 +272,9 @@ std::vector<Problem> pending_problems(const std::vector<Problem>& problems, cons
   }
   std::vector<Problem> pending;
   for (const auto& problem : problems) {
-    const auto& kernel = templates::find_kernel(problem.kernel);
-    const std::string dtype = problem.dtype.empty() ? kernel.dtypes.front() : problem.dtype;
-    const std::string key = cache::problem_key(problem.kernel, templates::template_hash(kernel.header), dtype,
-                                               cache::kRowMajor, problem.shape);
+    const auto normalized = templates::normalize_problem(problem.kernel, problem.shape, problem.dtype);
+    const std::string key = cache::problem_key(problem.kernel, templates::template_hash(normalized.kernel->header),
+                                               normalized.dtype, cache::kRowMajor, normalized.shape);
     const bool finished =
         device_key.empty() ? finished_anywhere.count(key) > 0 : store.find_winner(device_key, key).has_value();
     if (!finished) pending.push_back(problem);

@@ -39,7 +39,7 @@ double estimate_ms(const templates::KernelDescriptor& kernel, const Config& conf
     work = kernel.work(config, shape, dtype);
   } else {
     for (const auto& t : kernel.tensors(shape)) {
-      if (!t.workspace) work.bytes += static_cast<double>(t.elements) * templates::tensor_dtype(t, dtype).bytes;
+      work.bytes += static_cast<double>(t.elements) * templates::tensor_dtype(t, dtype).bytes;
     }
   }
   const double threads = static_cast<double>(g.threads_per_block());

@@ -273,9 +273,9 @@ class Tuning {
  public:
   Tuning(WorkerLink& link, const Problem& request, const TuneOptions& options)
       : link_(link), options_(options), kernel_(templates::find_kernel(request.kernel)), problem_(request) {
-    if (problem_.dtype.empty()) problem_.dtype = kernel_.dtypes.front();
-    templates::validate_shape(kernel_, problem_.shape);
-    templates::validate_dtype(kernel_, problem_.dtype);
+    auto normalized = templates::normalize_problem(kernel_, problem_.shape, problem_.dtype);
+    problem_.dtype = std::move(normalized.dtype);
+    problem_.shape = std::move(normalized.shape);
     dtype_ = &templates::dtype_info(problem_.dtype);
     strategy_ = &find_strategy(options.strategy);
     link_.options.watchdog_seconds = options.watchdog_seconds;

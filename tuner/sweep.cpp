@@ -201,8 +201,7 @@ SweepSummary sweep(const std::vector<Problem>& requested, const SweepOptions& op
   const auto began = Clock::now();
   std::vector<Problem> problems = requested;
   for (std::size_t i = 0; i < problems.size(); ++i) {
-    if (problems[i].dtype.empty()) problems[i].dtype = templates::find_kernel(problems[i].kernel).dtypes.front();
-    tuner::check_problem(problems[i], fmt::format("problem {} ({})", i, problems[i].kernel));
+    tuner::normalize_problem(problems[i], fmt::format("problem {} ({})", i, problems[i].kernel));
   }
   tuner::find_strategy(options.tune.strategy);
   const std::vector<int> ordinals = options.devices.empty() ? std::vector<int>{options.tune.device} : options.devices;

@@ -28,19 +28,18 @@ TrialStatus parse_trial_status(const std::string& name) { return kTrialStatuses.
 
 TuneReport tune(const Problem& problem, const TuneOptions& options) {
   // A bad problem or strategy is a usage error before any worker starts.
-  const auto& kernel = templates::find_kernel(problem.kernel);
-  templates::validate_shape(kernel, problem.shape);
-  if (!problem.dtype.empty()) templates::validate_dtype(kernel, problem.dtype);
+  Problem normalized = problem;
+  const auto checked = templates::normalize_problem(problem.kernel, problem.shape, problem.dtype);
+  normalized.dtype = checked.dtype;
+  normalized.shape = checked.shape;
   tuner::find_strategy(options.strategy);
   tuner::Session session(options);
-  if (!options.record) return session.tune(problem, options);
+  if (!options.record) return session.tune(normalized, options);
   // Opened once the worker has the device, so a machine without a GPU gets no empty cache.
   cache::Store store(options.db_path.empty() ? cache::default_path() : std::filesystem::path(options.db_path));
-  Problem recorded = problem;
-  if (recorded.dtype.empty()) recorded.dtype = kernel.dtypes.front();
   TuneOptions run = options;
   run.db_path = store.path().string();
-  tuner::Recording recording(store, session.device(), recorded);
+  tuner::Recording recording(store, session.device(), normalized);
   recording.start_from(run, recording.winner(), /*resume=*/true);
   return recording.tune(session, run);
 }

@@ -12,6 +12,7 @@
 #include "codegen/compiler.hpp"
 #include "core/device.hpp"
 #include "core/module.hpp"
+#include "core/workspace.hpp"
 #include "gpu_test_support.hpp"
 #include "require_gpu.hpp"
 #include "templates/registry.hpp"
@@ -50,16 +51,18 @@ TEST(SM90_PrefixSum, UnalignedPointersAndRepeatedLaunches) {
   for (std::int64_t i = 0; i < n; ++i) host[i] = static_cast<float>((i * 7919) % 1001) / 1000.0f - 0.5f;
   detail::DeviceBuffer x((n + 1) * sizeof(float));
   detail::DeviceBuffer y((n + 1) * sizeof(float));
-  detail::DeviceBuffer workspace(templates::prefix_sum_workspace_words(n) * sizeof(unsigned));
   detail::Stream stream;
-  workspace.fill_bytes(0, stream.get());
+  // Sized and zeroed as the Runtime and the tuner do.
+  const auto need = kernel.workspace(shape);
+  detail::Workspace workspace;
+  const CUdeviceptr scratch = workspace.prepare(static_cast<std::size_t>(need.bytes), need.layout, stream.get());
   std::vector<float> shifted(host.size() + 1);
   std::copy(host.begin(), host.end(), shifted.begin() + 1);
   x.upload(shifted.data(), shifted.size() * sizeof(float));
   for (int launch = 0; launch < 3; ++launch) {
     y.fill_bytes(0xFF, stream.get());
     detail::KernelArgs args;
-    args.add(x.get() + sizeof(float)).add(y.get() + sizeof(float)).add(workspace.get()).add(static_cast<long long>(n));
+    args.add(x.get() + sizeof(float)).add(y.get() + sizeof(float)).add(scratch).add(static_cast<long long>(n));
     detail::launch(*loaded.kernel, kernel.geometry(config, shape, templates::dtype_info("fp32")), args, stream.get());
     stream.synchronize();
     std::vector<float> out(host.size() + 1);

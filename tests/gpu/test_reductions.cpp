@@ -15,6 +15,7 @@
 #include "codegen/compiler.hpp"
 #include "core/device.hpp"
 #include "core/module.hpp"
+#include "core/workspace.hpp"
 #include "gpu_test_support.hpp"
 #include "require_gpu.hpp"
 #include "templates/registry.hpp"
@@ -93,11 +94,11 @@ void at_every_offset(const std::string& name, const std::string& dtype, std::int
   detail::Context context(0);
   detail::Stream stream;
   const Shape shape = offset_shape(name, n);
-  const auto tensors = kernel.tensors(shape);
   detail::DeviceBuffer x(host.size() + 16);
   detail::DeviceBuffer out(static_cast<std::size_t>(output_bytes));
-  detail::DeviceBuffer workspace(static_cast<std::size_t>(tensors.at(2).elements) * 4);
-  workspace.fill_bytes(0, stream.get());
+  const auto need = kernel.workspace(shape);
+  detail::Workspace workspace;
+  const CUdeviceptr scratch = workspace.prepare(static_cast<std::size_t>(need.bytes), need.layout, stream.get());
   std::vector<cache::LoadedBinary> kernels;
   for (const auto& config : configs) {
     kernels.push_back(gpu_test::load(codegen::specialize(kernel, shape, dtype, config), device.arch));
@@ -111,7 +112,7 @@ void at_every_offset(const std::string& name, const std::string& dtype, std::int
                    format_assignments(configs[k]));
       out.fill_bytes(0xFF, stream.get());
       detail::KernelArgs args;
-      args.add(x.get() + static_cast<CUdeviceptr>(offset)).add(out.get()).add(workspace.get()).add(static_cast<long long>(n));
+      args.add(x.get() + static_cast<CUdeviceptr>(offset)).add(out.get()).add(scratch).add(static_cast<long long>(n));
       detail::launch(*kernels[k].kernel, kernel.geometry(configs[k], shape, templates::dtype_info(dtype)), args,
                      stream.get());
       stream.synchronize();
@@ -161,15 +162,16 @@ TEST(SM90_VectorSum, RepeatedLaunchesAgreeBitForBit) {
   detail::DeviceBuffer x(inputs.at(0).size());
   x.upload(inputs[0].data(), inputs[0].size());
   detail::DeviceBuffer y(4);
-  detail::DeviceBuffer workspace(static_cast<std::size_t>(kernel.tensors(shape).at(2).elements) * 4);
-  workspace.fill_bytes(0, stream.get());
+  const auto need = kernel.workspace(shape);
+  detail::Workspace workspace;
+  const CUdeviceptr scratch = workspace.prepare(static_cast<std::size_t>(need.bytes), need.layout, stream.get());
   const Config config{{"block", 256}, {"unroll", 4}, {"blocks", 2112}};
   const auto loaded = gpu_test::load(codegen::specialize(kernel, shape, "fp32", config), device.arch);
   const auto geometry = kernel.geometry(config, shape, templates::dtype_info("fp32"));
   std::uint32_t first = 0;
   for (int launch = 0; launch < 20; ++launch) {
     detail::KernelArgs args;
-    args.add(x.get()).add(y.get()).add(workspace.get()).add(static_cast<long long>(52428800));
+    args.add(x.get()).add(y.get()).add(scratch).add(static_cast<long long>(52428800));
     detail::launch(*loaded.kernel, geometry, args, stream.get());
     stream.synchronize();
     std::uint32_t bits = 0;

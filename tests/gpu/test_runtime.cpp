@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <random>
@@ -14,6 +15,7 @@
 #include "cache/store.hpp"
 #include "cli_runner.hpp"
 #include "codegen/compiler.hpp"
+#include "gmjit/kernels.hpp"
 #include "gmjit/runtime.hpp"
 #include "core/device.hpp"
 #include "require_gpu.hpp"
@@ -410,6 +412,193 @@ TEST_F(RuntimeGpu, TheMissMessagesTuneCommandRecordsAWinnerTheRuntimeLaunches) {
   const RuntimeStats s = runtime.stats();
   EXPECT_EQ(s.compiles, 0u) << "gmtune tune stored the winner's cubin";
   EXPECT_EQ(runtime.resolve("vector_add", shape).source, ConfigSource::cache);
+}
+
+// Workspaces belong to the Runtime: one per (stream, kernel), zeroed when allocated, grown when a
+// launch needs more, and never shared by two streams.
+
+std::vector<float> scan_input(std::int64_t n) {
+  std::vector<float> host(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) host[i] = static_cast<float>((i * 7919) % 1001) / 1000.0f - 0.5f;
+  return host;
+}
+
+// Largest |y[i] - (x[0] + ... + x[i])| over the scan in `y`.
+double scan_error(const std::vector<float>& x, const detail::DeviceBuffer& y) {
+  std::vector<float> out(x.size());
+  y.download(out.data(), out.size() * sizeof(float));
+  double running = 0, worst = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    running += x[i];
+    if (!std::isfinite(out[i])) return INFINITY;
+    worst = std::max(worst, std::abs(static_cast<double>(out[i]) - running));
+  }
+  return worst;
+}
+
+TEST_F(RuntimeGpu, SM90_PrefixSumWorkspaceGrowsOnOneStreamAndKeepsWorking) {
+  GMJIT_REQUIRE_SM90();
+  detail::Context context(0);
+  detail::Stream stream;
+  Runtime runtime(options(MissPolicy::default_config));
+  const auto run = [&](std::int64_t n) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    const auto x = scan_input(n);
+    detail::DeviceBuffer xs(x.size() * sizeof(float)), ys(x.size() * sizeof(float));
+    xs.upload(x.data(), x.size() * sizeof(float));
+    // Twice: the second launch reads the state the first left in the workspace.
+    for (int launch = 0; launch < 2; ++launch) {
+      ys.fill_bytes(0xFF, stream.get());
+      runtime.launch("prefix_sum", {{"n", n}}, {xs.get(), ys.get()}, stream.get());
+      stream.synchronize();
+      EXPECT_LE(scan_error(x, ys), 1e-5 * std::sqrt(static_cast<double>(n))) << "launch " << launch;
+    }
+  };
+  const auto& prefix_sum = templates::find_kernel("prefix_sum");
+  run(1000);
+  RuntimeStats s = runtime.stats();
+  EXPECT_EQ(s.workspaces, 1u);
+  EXPECT_EQ(s.workspace_allocations, 1u);
+  EXPECT_GE(s.workspace_bytes, static_cast<std::uint64_t>(prefix_sum.workspace({{"n", 1000}}).bytes));
+  const std::int64_t large = std::int64_t{1} << 24;
+  run(large);
+  s = runtime.stats();
+  EXPECT_EQ(s.workspaces, 1u) << "one stream, one kernel";
+  EXPECT_EQ(s.workspace_allocations, 2u) << "the large n needed a larger workspace";
+  EXPECT_GE(s.workspace_bytes, static_cast<std::uint64_t>(prefix_sum.workspace({{"n", large}}).bytes));
+  run(1000);  // back to the small n on the grown workspace
+  run(large);
+  EXPECT_EQ(runtime.stats().workspace_allocations, 2u) << "the grown workspace serves both sizes";
+  runtime.release_workspaces(stream.get());
+  EXPECT_EQ(runtime.stats().workspaces, 0u);
+  EXPECT_EQ(runtime.stats().workspace_bytes, 0u);
+  run(1000);
+  EXPECT_EQ(runtime.stats().workspace_allocations, 3u) << "a released stream allocates afresh";
+}
+
+TEST_F(RuntimeGpu, SM90_TwoStreamsLaunchConcurrentlyOnWorkspacesOfTheirOwn) {
+  GMJIT_REQUIRE_SM90();
+  detail::Context context(0);
+  Runtime runtime(options(MissPolicy::default_config));
+  const std::int64_t n = std::int64_t{1} << 22;
+  constexpr int kThreads = 2, kRounds = 10, kBurst = 50;
+  // Each thread sums its own data on its own stream, in bursts of back-to-back launches that
+  // overlap the other stream's: a shared completion counter or partials would mix the sums.
+  struct Lane {
+    std::vector<float> x;
+    double expected = 0;
+    std::vector<float> results;
+  };
+  std::vector<Lane> lanes(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    lanes[t].x.resize(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) {
+      lanes[t].x[i] = static_cast<float>((i * (31 + 17 * t)) % 997) / 997.0f + static_cast<float>(t);
+      lanes[t].expected += lanes[t].x[i];
+    }
+  }
+  std::atomic<int> errors{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      try {
+        context.make_current();  // this thread allocates its stream and buffers there
+        detail::Stream stream;
+        detail::DeviceBuffer x(static_cast<std::size_t>(n) * sizeof(float)), y(sizeof(float));
+        x.upload(lanes[t].x.data(), lanes[t].x.size() * sizeof(float));
+        for (int round = 0; round < kRounds; ++round) {
+          for (int i = 0; i < kBurst; ++i) runtime.launch("vector_sum", {{"n", n}}, {x.get(), y.get()}, stream.get());
+          stream.synchronize();
+          float got = 0;
+          y.download(&got, sizeof(float));
+          lanes[t].results.push_back(got);
+        }
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << e.what();
+        ++errors;
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  ASSERT_EQ(errors.load(), 0);
+  for (int t = 0; t < kThreads; ++t) {
+    ASSERT_EQ(lanes[t].results.size(), static_cast<std::size_t>(kRounds));
+    for (const float got : lanes[t].results) {
+      EXPECT_NEAR(got, lanes[t].expected, 1e-5 * std::abs(lanes[t].expected)) << "stream " << t;
+    }
+  }
+  const RuntimeStats s = runtime.stats();
+  EXPECT_EQ(s.workspaces, static_cast<std::uint64_t>(kThreads)) << "one workspace per stream";
+  EXPECT_EQ(s.workspace_allocations, static_cast<std::uint64_t>(kThreads));
+  EXPECT_EQ(s.launches, static_cast<std::uint64_t>(kThreads * kRounds * kBurst));
+}
+
+TEST_F(RuntimeGpu, SM90_HistogramLaunchesFromNAloneWithTheWinnerOfItsDefaultContention) {
+  GMJIT_REQUIRE_SM90();
+  detail::Context context(0);
+  const std::int64_t n = 1000003;
+  const Config config{{"block", 256}, {"stripes", 8}, {"unroll", 1}, {"blocks", 264}};
+  // The winner a sweep of {"n": n} (or of n at contention 1) leaves.
+  put_winner("histogram", validate("histogram", {{"n", n}}).shape, config);
+  Runtime runtime(options(MissPolicy::fail));
+  const Resolution r = runtime.resolve("histogram", {{"n", n}});
+  EXPECT_EQ(r.source, ConfigSource::cache);
+  EXPECT_EQ(r.config, config);
+  EXPECT_EQ(r.shape, (Shape{{"contention", 1}, {"n", n}}));
+
+  std::vector<unsigned char> host(static_cast<std::size_t>(n));
+  std::vector<std::uint32_t> expected(256, 0);
+  for (std::int64_t i = 0; i < n; ++i) {
+    host[i] = static_cast<unsigned char>((i * 131) % 251 + (i % 3 == 0 ? 5 : 0));
+    ++expected[host[i]];
+  }
+  detail::DeviceBuffer x(host.size()), counts(256 * sizeof(std::uint32_t));
+  x.upload(host.data(), host.size());
+  for (int launch = 0; launch < 3; ++launch) {
+    counts.fill_bytes(0xFF, nullptr);
+    runtime.launch("histogram", {{"n", n}}, {x.get(), counts.get()});
+    context.synchronize();
+    std::vector<std::uint32_t> got(256);
+    counts.download(got.data(), got.size() * sizeof(std::uint32_t));
+    EXPECT_EQ(got, expected) << "launch " << launch;
+  }
+  EXPECT_EQ(runtime.stats().cache_hits, 2u) << "resolve() and the first launch";
+  EXPECT_EQ(runtime.stats().failed, 0u);
+}
+
+// softmax's split rows keep per-row counters whose place depends on rows: a launch with another
+// rows finds the stream's workspace zeroed first, and each launch stays right.
+TEST_F(RuntimeGpu, SM90_SoftmaxSplitRowsAlternateShapesOnOneWorkspace) {
+  GMJIT_REQUIRE_SM90();
+  detail::Context context(0);
+  const std::int64_t cols = 131072;
+  const Config split{{"strategy", 2}, {"block", 1024}, {"elems", 8}, {"vec", 1}, {"cached", 1}, {"split", 16}};
+  for (const std::int64_t rows : {3, 5}) put_winner("softmax", {{"rows", rows}, {"cols", cols}}, split);
+  Runtime runtime(options(MissPolicy::fail));
+  detail::Stream stream;
+  for (const std::int64_t rows : {3, 5, 3, 3, 5}) {
+    SCOPED_TRACE("rows=" + std::to_string(rows));
+    const Shape shape{{"rows", rows}, {"cols", cols}};
+    ASSERT_EQ(runtime.resolve("softmax", shape).config, split);
+    const auto x = random_values(static_cast<std::size_t>(rows * cols), static_cast<std::uint32_t>(rows));
+    std::vector<double> reference(x.size());
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const float* row = x.data() + r * cols;
+      const double top = *std::max_element(row, row + cols);
+      double sum = 0;
+      for (std::int64_t c = 0; c < cols; ++c) sum += std::exp(row[c] - top);
+      for (std::int64_t c = 0; c < cols; ++c) reference[r * cols + c] = std::exp(row[c] - top) / sum;
+    }
+    detail::DeviceBuffer xs(x.size() * sizeof(float)), ys(x.size() * sizeof(float));
+    xs.upload(x.data(), x.size() * sizeof(float));
+    ys.fill_bytes(0xFF, stream.get());
+    runtime.launch("softmax", shape, {xs.get(), ys.get()}, stream.get());
+    stream.synchronize();
+    std::vector<float> got(x.size());
+    ys.download(got.data(), got.size() * sizeof(float));
+    EXPECT_LE(relative_error(got, reference), tolerance("softmax", shape));
+  }
+  EXPECT_EQ(runtime.stats().workspaces, 1u);
 }
 
 }  // namespace

@@ -34,7 +34,7 @@ TEST(BoundedSizes, EveryBuiltInKernelRejectsWhatItCannotIndex) {
         SCOPED_TRACE(kernel.name + " " + format_assignments(shape));
         bool usage = false;
         try {
-          templates::validate_shape(kernel, shape);
+          templates::normalize_problem(kernel, shape, kernel.dtypes.front());
         } catch (const Error& e) {
           EXPECT_EQ(e.kind(), ErrorKind::usage) << e.what();
           EXPECT_NE(e.message().find(kernel.name), std::string::npos) << e.message();
@@ -45,7 +45,7 @@ TEST(BoundedSizes, EveryBuiltInKernelRejectsWhatItCannotIndex) {
           EXPECT_TRUE(templates::valid_configs(kernel, shape).empty());
           try {
             templates::resolve_config(kernel, shape, kernel.dtypes.front(), {});
-            ADD_FAILURE() << "resolve_config accepted a shape validate_shape refused";
+            ADD_FAILURE() << "resolve_config accepted a shape normalize_problem refused";
           } catch (const Error& e) {
             EXPECT_EQ(e.kind(), ErrorKind::usage);
           }
@@ -90,7 +90,7 @@ TEST(BoundedSizes, SgemmRefusesSizesItWouldNarrowToInt) {
   }
   // 2^22 x 1 x 1 fits int and 2^31 elements, but not 65535 block rows of 32.
   const Shape tall{{"m", std::int64_t{1} << 22}, {"n", 1}, {"k", 1}};
-  EXPECT_NO_THROW(templates::validate_shape(sgemm, tall));
+  EXPECT_NO_THROW(templates::normalize_problem(sgemm, tall, "fp32"));
   const std::string why = sgemm.violation({{"bm", 32}, {"bn", 32}, {"bk", 8}, {"tm", 4}, {"tn", 4}, {"vec", 0}}, tall);
   EXPECT_NE(why.find("65535"), std::string::npos) << why;
   for (const auto& config : templates::valid_configs(sgemm, tall)) EXPECT_EQ(config.at("bm"), 128);

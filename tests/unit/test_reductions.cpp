@@ -49,8 +49,7 @@ TEST(VectorSum, DescribedAsAHostVerifiedBuiltIn) {
   EXPECT_EQ(k.problem_keys, (std::vector<std::string>{"n"}));
   EXPECT_EQ(k.dtypes, (std::vector<std::string>{"fp32"}));
   for (const auto& p : k.params) EXPECT_FALSE(p.doc.empty()) << p.name;
-  EXPECT_NE(k.summary.find("workspace"), std::string::npos);
-  EXPECT_NE(k.summary.find("zeroes once"), std::string::npos);
+  EXPECT_NE(k.summary.find("workspace the library owns"), std::string::npos);
   EXPECT_FALSE(k.reference_expression) << "verified by host_reference, not a reference kernel";
   EXPECT_TRUE(k.host_reference);
   EXPECT_TRUE(k.input_value);
@@ -59,24 +58,23 @@ TEST(VectorSum, DescribedAsAHostVerifiedBuiltIn) {
   EXPECT_THROW(codegen::specialize_reference(k, sum_shape(8), "fp32"), Error);
 }
 
-TEST(VectorSum, TensorsHoldAWorkspaceForTheLargestGrid) {
+TEST(VectorSum, WorkspaceHoldsAPartialForTheLargestGrid) {
   const auto& k = vector_sum();
   const auto tensors = k.tensors(sum_shape(1000003));
-  ASSERT_EQ(tensors.size(), 3u);
+  ASSERT_EQ(tensors.size(), 2u);
   EXPECT_EQ(tensors[0].name, "x");
   EXPECT_EQ(tensors[0].elements, 1000003);
   EXPECT_FALSE(tensors[0].output);
-  EXPECT_FALSE(tensors[0].workspace);
   EXPECT_EQ(tensor_dtype(tensors[0], fp32()).name, "fp32");
   EXPECT_EQ(tensors[1].elements, 1);
   EXPECT_TRUE(tensors[1].output);
   EXPECT_EQ(tensor_dtype(tensors[1], fp32()).name, "fp32");
-  EXPECT_TRUE(tensors[2].workspace);
-  EXPECT_FALSE(tensors[2].output);
-  EXPECT_EQ(tensor_dtype(tensors[2], fp32()).name, "u32");
+  ASSERT_TRUE(k.workspace);
+  const auto workspace = k.workspace(sum_shape(1000003));
   // Config-independent: the same at every n, and enough for the counter plus a double per block
   // of any grid the domain launches.
-  EXPECT_EQ(k.tensors(sum_shape(1))[2].elements, tensors[2].elements);
+  EXPECT_EQ(k.workspace(sum_shape(1)).bytes, workspace.bytes);
+  EXPECT_EQ(k.workspace(sum_shape(1)).layout, workspace.layout);
   std::int64_t largest = 0;
   for (const auto n : kSumSizes) {
     for (const auto& c : valid_configs(k, sum_shape(n))) {
@@ -84,7 +82,7 @@ TEST(VectorSum, TensorsHoldAWorkspaceForTheLargestGrid) {
     }
   }
   EXPECT_EQ(largest, 2112);
-  EXPECT_GE(tensors[2].elements, 4 + 2 * largest);
+  EXPECT_GE(workspace.bytes, 4 * (4 + 2 * largest));
   detail::KernelArgs args;
   k.add_scalars(args, sum_shape(1000003));
   ASSERT_EQ(args.size(), 1u);
@@ -204,20 +202,23 @@ TEST(Histogram, DescribedAsAHostVerifiedBuiltIn) {
   EXPECT_FALSE(is_user_kernel(k.name));
   EXPECT_EQ(k.header, "gmjit/histogram.cuh");
   ASSERT_TRUE(find_header(k.header).has_value());
-  EXPECT_EQ(k.problem_keys, (std::vector<std::string>{"n", "contention"}));
+  EXPECT_EQ(k.problem_keys, (std::vector<std::string>{"n"})) << "contention is no property of a tensor";
+  ASSERT_EQ(k.data_keys.size(), 1u);
+  EXPECT_EQ(k.data_keys[0].name, "contention");
+  EXPECT_EQ(k.data_keys[0].default_value, 1);
   EXPECT_EQ(k.dtypes, (std::vector<std::string>{"u8"}));
   for (const auto& p : k.params) EXPECT_FALSE(p.doc.empty()) << p.name;
-  EXPECT_NE(k.summary.find("zeroes once"), std::string::npos);
+  EXPECT_NE(k.summary.find("workspace the library owns"), std::string::npos);
   EXPECT_FALSE(k.reference_expression);
   EXPECT_TRUE(k.host_reference);
   EXPECT_TRUE(k.input_value);
   EXPECT_EQ(k.tolerance(u8(), hist_shape(8, 10)), 0.0) << "counts are exact";
 }
 
-TEST(Histogram, TensorsAreBytesInCountsOutAndAWorkspace) {
+TEST(Histogram, TensorsAreBytesInCountsOutBesideAWorkspace) {
   const auto& k = histogram();
   const auto tensors = k.tensors(hist_shape(1000003, 10));
-  ASSERT_EQ(tensors.size(), 3u);
+  ASSERT_EQ(tensors.size(), 2u);
   EXPECT_EQ(tensors[0].elements, 1000003);
   EXPECT_FALSE(tensors[0].output);
   EXPECT_EQ(tensor_dtype(tensors[0], u8()).name, "u8");
@@ -226,10 +227,10 @@ TEST(Histogram, TensorsAreBytesInCountsOutAndAWorkspace) {
   EXPECT_TRUE(tensors[1].output);
   EXPECT_EQ(tensor_dtype(tensors[1], u8()).name, "u32");
   EXPECT_TRUE(tensor_dtype(tensors[1], u8()).integer);
-  EXPECT_TRUE(tensors[2].workspace);
-  EXPECT_EQ(tensor_dtype(tensors[2], u8()).name, "u32");
-  EXPECT_GE(tensors[2].elements, 257) << "256 accumulators and the counter";
-  EXPECT_EQ(k.tensors(hist_shape(1, 90))[2].elements, tensors[2].elements);
+  ASSERT_TRUE(k.workspace);
+  EXPECT_GE(k.workspace(hist_shape(1000003, 10)).bytes, 4 * 257) << "256 accumulators and the counter";
+  EXPECT_EQ(k.workspace(hist_shape(1, 90)).bytes, k.workspace(hist_shape(1000003, 10)).bytes);
+  EXPECT_EQ(k.tensors({{"n", 1000003}}).size(), 2u) << "the tensors need n alone";
   detail::KernelArgs args;
   k.add_scalars(args, hist_shape(1000003, 10));
   ASSERT_EQ(args.size(), 1u);

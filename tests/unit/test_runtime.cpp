@@ -124,5 +124,30 @@ TEST_F(RuntimeChecks, FailPolicyWithoutACacheFileRefusesAndCreatesNone) {
   EXPECT_FALSE(fs::exists(db_));
 }
 
+// A histogram launch needs n alone: the Runtime normalizes it to the problem a sweep of n tunes
+// (contention at its default) before it looks at the device or the cache, and the workspace is
+// the Runtime's, so a caller passing one passes a tensor too many.
+TEST_F(RuntimeChecks, HistogramResolvesFromNAloneAndTakesNoWorkspace) {
+  Runtime runtime(options(MissPolicy::fail));
+  Error e = capture_error([&] { runtime.resolve("histogram", {{"n", 1000}}); });
+  EXPECT_EQ(e.kind(), ErrorKind::cache_miss) << e.message();
+  EXPECT_NE(e.message().find("histogram u8 contention=1,n=1000"), std::string::npos) << e.message();
+  e = capture_error([&] { runtime.resolve("histogram", {{"n", 1000}, {"contention", 90}}); });
+  EXPECT_EQ(e.kind(), ErrorKind::cache_miss) << e.message();
+  EXPECT_NE(e.message().find("histogram u8 contention=90,n=1000"), std::string::npos) << e.message();
+
+  Runtime lenient(options(MissPolicy::default_config));
+  const std::uint64_t x = 0x1000, counts = 0x2000, scratch = 0x3000;
+  e = capture_error([&] { lenient.launch("histogram", {{"n", 1000}}, {x, counts, scratch}); });
+  EXPECT_EQ(e.kind(), ErrorKind::usage);
+  EXPECT_EQ(e.message(), "histogram takes 2 tensors (x, counts), got 3");
+  e = capture_error([&] { lenient.launch("prefix_sum", {{"n", 1000}}, {x, counts, scratch}); });
+  EXPECT_EQ(e.message(), "prefix_sum takes 2 tensors (x, y), got 3");
+  e = capture_error([&] { lenient.launch("histogram", {{"contention", 5}}, {x, counts}); });
+  EXPECT_EQ(e.kind(), ErrorKind::usage);
+  EXPECT_FALSE(fs::exists(db_));
+  EXPECT_EQ(lenient.stats().workspaces, 0u);
+}
+
 }  // namespace
 }  // namespace gmjit

@@ -17,12 +17,37 @@ struct ParamInfo {
   std::string doc;
 };
 
+/// One buffer argument of a kernel: what a caller allocates and passes to Runtime::launch, in
+/// KernelInfo::tensors order. Workspaces are not tensors: the library owns them.
+struct TensorInfo {
+  std::string name;
+  bool output = false;  ///< role: false for an input, true for an output
+  std::string dtype;    ///< empty: the problem's dtype (histogram's counts are u32 whatever it is)
+  /// The element count as JSON text of an expression over the problem keys, in the language of
+  /// kernel manifests (README.md, "Bringing your own kernels"): `"n"`, `["*", "rows", "cols"]`,
+  /// `256`. `gmtune list --json` prints it as JSON.
+  std::string elements_expression;
+  /// The element count at `shape`, normalized as validate() does. Throws Error(usage) for a shape
+  /// validate() refuses.
+  std::function<std::int64_t(const Shape& shape)> elements;
+};
+
+/// A property of the tuning data, not of any tensor (histogram's `contention`): part of the
+/// problem and of its cache key, optional at launch, where it takes `default_value`.
+struct DataKeyInfo {
+  std::string name;
+  std::int64_t default_value = 0;
+  std::string doc;
+};
+
 struct KernelInfo {
   std::string name;
   std::string summary;
   std::string header;         ///< the .cuh's include name, e.g. gmjit/sgemm.cuh
   std::string template_hash;  ///< hash of every header the template reaches
-  std::vector<std::string> problem_keys;
+  std::vector<std::string> problem_keys;  ///< the tensors' sizes, each required
+  std::vector<DataKeyInfo> data_keys;     ///< optional keys that only steer the tuning data
+  std::vector<TensorInfo> tensors;        ///< inputs, then outputs, in launch order
   std::vector<std::string> dtypes;
   std::vector<ParamInfo> params;
   Config default_config;
@@ -32,6 +57,14 @@ struct KernelInfo {
 
 /// Every kernel: the built-ins, then those registered with register_kernel.
 std::vector<KernelInfo> list_kernels();
+
+/// The normalized form of a problem, as every entry point (Runtime::launch, tune, sweep, compile,
+/// shapes files, gmtune) takes it: `dtype` empty becomes the kernel's first dtype, data keys left
+/// out take their defaults, and the result's label is empty. The normalized shape is what keys a
+/// problem in the cache.
+/// @throws Error(usage) naming the offending value: an unknown kernel or dtype, a missing problem
+///   key, a key the kernel does not have, a size that is not positive.
+Problem validate(const std::string& kernel, const Shape& shape, const std::string& dtype = {});
 
 /// A reference computed on the host: each input tensor converted to double, in kernel argument
 /// order, and the problem shape -> one vector per output tensor, in order.

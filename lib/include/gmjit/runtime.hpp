@@ -124,12 +124,31 @@ struct RuntimeStats {
   std::uint64_t db_lookups = 0;      ///< winner queries against the cache file
   std::uint64_t compiles = 0;        ///< NVRTC compiles (the binary cache had no cubin)
   std::uint64_t loads = 0;           ///< modules loaded into the device's context
+  std::uint64_t workspace_allocations = 0;  ///< workspace buffers allocated (first use on a stream, growth)
+  std::uint64_t workspaces = 0;             ///< (stream, kernel) workspaces held now
+  std::uint64_t workspace_bytes = 0;        ///< device bytes they hold, outgrown buffers included
 };
 
 /// Launches tuned kernels on one device. Owns (retains) the device's primary CUDA context, the
-/// cache connection and every module it loaded, until destruction. Nothing touches the device or
-/// the cache before the first launch or resolve, so constructing one never throws for want of a
-/// GPU. launch(), resolve() and stats() may be called from several threads at once.
+/// cache connection, every module it loaded and every workspace, until destruction (destroy it
+/// only once its launches have completed). Nothing touches the device or the cache before the
+/// first launch or resolve, so constructing one never throws for want of a GPU. launch(),
+/// resolve() and stats() may be called from several threads at once.
+///
+/// Workspaces. Some kernels (vector_sum, prefix_sum, histogram, softmax's split rows) keep
+/// scratch state in device memory between launches; the Runtime owns it and the caller passes
+/// inputs and outputs only. There is one workspace per (stream, kernel), allocated and zeroed on
+/// the first launch of that kernel on that stream, kept across launches (each launch leaves it as
+/// the next one needs it, so no launch pays for a memset), and grown, as a new zeroed buffer of at
+/// least twice the size, by a launch that needs more; an outgrown buffer is freed with the
+/// Runtime, never under a launch in flight. A launch touches only the workspace of its own stream,
+/// so launches on different streams run concurrently without sharing scratch; launches on one
+/// stream, from any threads, are ordered by the stream. The legacy default stream (nullptr or
+/// CU_STREAM_LEGACY) is one stream with one workspace per kernel; CU_STREAM_PER_THREAD is a
+/// different stream in every thread and gets one per thread. A stream that is destroyed and a
+/// new one created at the same handle reuses the workspace: call release_workspaces() before
+/// destroying a stream whose launches may still run. The zeroing is enqueued on the launch's
+/// stream; capturing the first launch of a kernel on a stream into a CUDA graph captures it too.
 class Runtime {
  public:
   explicit Runtime(RuntimeOptions options = {});
@@ -140,9 +159,12 @@ class Runtime {
   Runtime& operator=(const Runtime&) = delete;
 
   /// Launches `kernel` for `shape` on `stream` (a CUstream or cudaStream_t; nullptr: the default
-  /// stream) and returns without synchronizing. The shape's scalars are passed for the caller;
-  /// `tensors` are the kernel's buffers in its order (`gmtune list` names them), each sized for
-  /// the shape. The Runtime's context is made current for the launch and the caller's restored.
+  /// stream) and returns without synchronizing. The shape is normalized as validate() does (a
+  /// histogram launches from n alone). The shape's scalars are passed for the caller; `tensors`
+  /// are the kernel's inputs then outputs, in its order, each sized for the shape (KernelInfo's
+  /// tensors and `gmtune list --json` give names and element counts); the workspace, if any, is
+  /// the Runtime's (see above). The Runtime's context is made current for the launch and the
+  /// caller's restored.
   /// @throws Error(usage) for an unknown kernel or dtype, a malformed shape, a wrong number of
   ///   tensors (naming the expected ones) or a null tensor; Error(cache_miss) under
   ///   MissPolicy::fail; Error(driver | compile | launch | device_limit | cache) from the layers.
@@ -157,6 +179,11 @@ class Runtime {
   /// The configuration launch() would run the problem with, resolved the same way (a problem
   /// already loaded answers from memory; MissPolicy::tune tunes it), without loading or launching.
   Resolution resolve(std::string_view kernel, const Shape& shape, const LaunchOptions& options = {});
+
+  /// Frees the workspaces of `stream` after synchronizing it (for a stream about to be destroyed,
+  /// or to give the memory back); a later launch on it allocates afresh. Must not run while
+  /// another thread launches on the same stream.
+  void release_workspaces(void* stream);
 
   RuntimeStats stats() const;
   const RuntimeOptions& options() const;

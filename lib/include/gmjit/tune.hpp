@@ -41,14 +41,6 @@ struct TrialReport {
   std::string detail;  ///< why it failed, for any status but ok
 };
 
-/// One problem: a kernel, its dtype and its shape.
-struct Problem {
-  std::string kernel;
-  std::string dtype;
-  Shape shape;
-  std::string label;  ///< where the shape came from ("from" in a shapes file)
-};
-
 /// One point of the best-so-far curve: after `evaluations` timed candidates and `seconds` of
 /// tuning, the fastest verified median was `best_ms`.
 struct BestSoFar {

@@ -13,6 +13,14 @@ using Shape = std::map<std::string, std::int64_t>;
 /// A tuning configuration: the template's parameter names mapped to values.
 using Config = std::map<std::string, std::int64_t>;
 
+/// One problem: a kernel, its dtype and its shape (validate() gives its normalized form).
+struct Problem {
+  std::string kernel;
+  std::string dtype;
+  Shape shape;
+  std::string label;  ///< where the shape came from ("from" in a shapes file)
+};
+
 /// "k=v,k=v" (keys sorted), the form used on the command line and in messages.
 std::string format_assignments(const std::map<std::string, std::int64_t>& values);
 
