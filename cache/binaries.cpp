@@ -8,6 +8,7 @@
 #include <string_view>
 #include <nlohmann/json.hpp>
 
+#include "core/laps.hpp"
 #include "core/log.hpp"
 #include "gmjit/error.hpp"
 #include "templates/registry.hpp"
@@ -119,15 +120,20 @@ ImportedBinaryCheck check_imported_binary(const BinaryRecord& imported) {
 }
 
 LoadedBinary load_through_cache(cache::Store& store, const codegen::GeneratedSource& source, const std::string& arch) {
-  const std::string key = codegen::compile_key(source, arch);
+  detail::Laps laps;
   LoadedBinary loaded;
-  if (auto cached = store.get_binary(key)) {
+  const std::string key = codegen::compile_key(source, arch);
+  loaded.compile_key_us = laps.lap();
+  auto cached = store.get_cubin(key);
+  loaded.fetch_us = laps.lap();
+  if (cached) {
     try {
-      const std::string lowered = nlohmann::json::parse(cached->resources_json).at("lowered_name").get<std::string>();
+      if (cached->lowered_name.empty()) throw Error(ErrorKind::cache, 0, "its description names no lowered_name");
       auto module = std::make_unique<detail::Module>(cached->cubin);
-      loaded.kernel = std::make_unique<detail::Kernel>(module->kernel(lowered));
+      loaded.kernel = std::make_unique<detail::Kernel>(module->kernel(cached->lowered_name));
       loaded.module = std::move(module);
       loaded.from_cache = true;
+      loaded.module_load_us = laps.lap();
       return loaded;
     } catch (const std::exception& e) {
       detail::logger().warn("cached binary {} for {} did not load ({}); deleting it and recompiling", key,
@@ -135,10 +141,14 @@ LoadedBinary load_through_cache(cache::Store& store, const codegen::GeneratedSou
       store.remove_binary(key);
     }
   }
+  laps.lap();
   const auto compiled = codegen::shared_compiler().compile(source, arch).module;
+  loaded.compile_us = laps.lap();
   loaded.module = std::make_unique<detail::Module>(compiled->cubin);
   loaded.kernel = std::make_unique<detail::Kernel>(loaded.module->kernel(compiled->lowered_name));
+  loaded.module_load_us = laps.lap();
   store_binary(store, *compiled);
+  loaded.compile_us += laps.lap();
   return loaded;
 }
 

@@ -1,6 +1,6 @@
 #pragma once
-// Machine code through the binary cache: a cubin is fetched by compile key, and compiled (then
-// stored) only when the cache has none. An entry that fails its checksum (the store drops it) or
+// Machine code through the binary cache: a cubin is fetched by compile key (without its PTX),
+// and compiled (then stored) only when the cache has none. An entry that fails its checksum (the store drops it) or
 // that the driver refuses to load is deleted and recompiled, never served.
 
 #include <memory>
@@ -17,6 +17,11 @@ struct LoadedBinary {
   std::unique_ptr<detail::Module> module;
   std::unique_ptr<detail::Kernel> kernel;
   bool from_cache = false;  // false: NVRTC compiled it in this call
+  // Where the call spent its time (steady clock, microseconds), for the Runtime's load times.
+  double compile_key_us = 0;
+  double fetch_us = 0;
+  double compile_us = 0;      // NVRTC and storing the cubin; 0 on a hit
+  double module_load_us = 0;  // module load, kernel lookup and its attributes
 };
 
 // Stores a compiled module in the binary cache.

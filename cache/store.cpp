@@ -359,9 +359,13 @@ void create_file_private(const fs::path& path) {
 Connection open_private(const fs::path& path, int busy_timeout_ms) {
   if (path.empty()) GMJIT_USAGE_FAIL("cache path is empty");
   const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
-  create_directories_private(dir, path);
+  // A cache that exists (every start after the first) has its directories: a stat per path
+  // component and a failing O_EXCL create are saved. The checks below run either way.
+  struct stat st {};
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  if (!exists) create_directories_private(dir, path);
   require_private(dir, NodeKind::directory);
-  create_file_private(path);
+  if (!exists) create_file_private(path);
   require_private(path, NodeKind::file);
   for (const char* suffix : {"-wal", "-shm"}) {
     fs::path companion = path;
@@ -1543,42 +1547,74 @@ std::optional<BinaryRecord> Store::get_binary(const std::string& compile_key) {
     if (!q->step()) return std::nullopt;
     b = read_binary(q);
   }
-  const std::string actual = binary_checksum(b.cubin);
-  if (actual != b.checksum) {
-    detail::logger().warn(
-        "tuning cache {}: binary {} fails its checksum (stored {}, computed {}); deleted it",
-        path_.string(), compile_key, b.checksum, actual);
-    try {
-      // Only the row that was read: a concurrent put_binary may already have replaced it.
-      Query q(statement("DELETE FROM binaries WHERE compile_key = ?1 AND checksum = ?2"));
-      q->bind(1, compile_key);
-      q->bind(2, b.checksum);
-      while (q->step()) {
-      }
-    } catch (const Error& e) {
-      detail::logger().warn("tuning cache {}: cannot delete binary {}: {}", path_.string(),
-                            compile_key, e.message());
-    }
-    return std::nullopt;
+  if (!checksum_holds(compile_key, b.cubin, b.checksum)) return std::nullopt;
+  b.last_used = note_use(compile_key, b.last_used);
+  return b;
+}
+
+std::optional<CubinRecord> Store::get_cubin(const std::string& compile_key) {
+  CubinRecord c;
+  std::string checksum;
+  std::int64_t last_used = 0;
+  {
+    // The cubin last, the PTX and the rest of the description not at all: a launch needs
+    // neither, and the PTX is as large as the cubin. json_valid keeps a malformed description a
+    // record without a lowered name (which the loader recompiles) rather than an SQL error.
+    Query q(statement("SELECT checksum, last_used, CASE WHEN json_valid(resources_json) THEN "
+                      "json_extract(resources_json, '$.lowered_name') END, cubin "
+                      "FROM binaries WHERE compile_key = ?1"));
+    q->bind(1, compile_key);
+    if (!q->step()) return std::nullopt;
+    checksum = q->column_text(0);
+    last_used = q->column_int64(1);
+    c.lowered_name = q->column_text(2);
+    c.cubin = q->column_blob(3);
   }
+  if (!checksum_holds(compile_key, c.cubin, checksum)) return std::nullopt;
+  note_use(compile_key, last_used);
+  return c;
+}
+
+bool Store::checksum_holds(const std::string& compile_key, const std::vector<char>& cubin,
+                           const std::string& checksum) {
+  const std::string actual = binary_checksum(cubin);
+  if (actual == checksum) return true;
+  detail::logger().warn(
+      "tuning cache {}: binary {} fails its checksum (stored {}, computed {}); deleted it",
+      path_.string(), compile_key, checksum, actual);
+  try {
+    // Only the row that was read: a concurrent put_binary may already have replaced it.
+    Query q(statement("DELETE FROM binaries WHERE compile_key = ?1 AND checksum = ?2"));
+    q->bind(1, compile_key);
+    q->bind(2, checksum);
+    while (q->step()) {
+    }
+  } catch (const Error& e) {
+    detail::logger().warn("tuning cache {}: cannot delete binary {}: {}", path_.string(),
+                          compile_key, e.message());
+  }
+  return false;
+}
+
+std::int64_t Store::note_use(const std::string& compile_key, std::int64_t last_used) {
   const std::int64_t now = now_milliseconds();
   // gc needs recency to the minute, not the millisecond. Rewriting last_used on every hit would
   // also change the file on every warm start, and a changed file is quick_checked again at its
   // next open (see check_quick).
-  if (now - b.last_used < options_.last_use_resolution_ms) return b;
+  if (now - last_used < options_.last_use_resolution_ms) return last_used;
   try {
     Query q(statement("UPDATE binaries SET last_used = ?2 WHERE compile_key = ?1"));
     q->bind(1, compile_key);
     q->bind(2, now);
     while (q->step()) {
     }
-    b.last_used = std::max(b.last_used, now);
+    return std::max(last_used, now);
   } catch (const Error& e) {
     // Recency only steers gc; the binary itself is sound, so the caller still gets it.
     detail::logger().warn("tuning cache {}: cannot update last use of binary {}: {}",
                           path_.string(), compile_key, e.message());
   }
-  return b;
+  return last_used;
 }
 
 void Store::remove_binary(const std::string& compile_key) {

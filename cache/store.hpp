@@ -100,6 +100,12 @@ struct BinaryRecord {
   std::int64_t last_used = 0;  ///< milliseconds since the Unix epoch
 };
 
+/// What a launch needs of a cached binary (Store::get_cubin).
+struct CubinRecord {
+  std::vector<char> cubin;   ///< checksum verified
+  std::string lowered_name;  ///< from resources_json; empty when the description names none
+};
+
 /// What Store::gc did.
 struct GcResult {
   std::size_t evicted = 0;
@@ -338,6 +344,11 @@ class Store {
   /// busy timeout) the verified binary is still returned, with a warning.
   std::optional<BinaryRecord> get_binary(const std::string& compile_key);
 
+  /// get_binary for a launch: the cubin (its checksum verified, and a failing one deleted, the
+  /// same way) and the kernel's lowered name, read without the PTX or the rest of the
+  /// description. Records the use as get_binary does.
+  std::optional<CubinRecord> get_cubin(const std::string& compile_key);
+
   /// Forgets a binary, e.g. one the driver refused to load. No-op when absent.
   void remove_binary(const std::string& compile_key);
 
@@ -430,6 +441,12 @@ class Store {
   bool add_binary(const BinaryRecord& binary, std::int64_t created_at, std::int64_t last_used,
                   OnConflict on_conflict);
   void merge_rows(const CacheRows& rows, ImportResult& result);
+  // false (after deleting the row read, with a warning) when the cubin fails its checksum.
+  bool checksum_holds(const std::string& compile_key, const std::vector<char>& cubin,
+                      const std::string& checksum);
+  // Records a hit on a binary last used at `last_used` (to last_use_resolution_ms); returns the
+  // last use now recorded.
+  std::int64_t note_use(const std::string& compile_key, std::int64_t last_used);
 
   std::filesystem::path path_;
   StoreOptions options_;

@@ -191,9 +191,10 @@ std::string compile_key(const GeneratedSource& source, const std::string& arch) 
   feed(kCompileKeySchema);
   feed(source.source);
   feed(source.name_expression);
-  for (const auto& header : templates::reachable_headers(source.header)) {
-    feed(header);
-    feed(templates::find_header(header).value_or(""));
+  const auto reached = templates::reachable(source.header);
+  for (const auto& [name, text] : reached->headers) {
+    feed(name);
+    feed(*text);
   }
   for (const auto& option : canonical_options(arch)) feed(option);
   const auto& nvrtc = nvrtc_identity();

@@ -7,6 +7,9 @@
 
 #include <fmt/format.h>
 
+#include <map>
+#include <mutex>
+
 #include "core/log.hpp"
 
 namespace gmjit {
@@ -92,6 +95,16 @@ DeviceInfo query_device(int ordinal) {
     throw Error(ErrorKind::nvrtc, 0, "nvrtcVersion failed", "nvrtcVersion", __FILE__, __LINE__);
   }
   return info;
+}
+
+const DeviceInfo& cached_device(int ordinal) {
+  static std::mutex mutex;
+  // Node-based, so a reference handed out stays valid while others are added.
+  static std::map<int, DeviceInfo> devices;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = devices.find(ordinal);
+  if (it == devices.end()) it = devices.emplace(ordinal, query_device(ordinal)).first;
+  return it->second;
 }
 
 Context::Context(int ordinal) : ordinal_(ordinal) {

@@ -11,6 +11,9 @@
 namespace gmjit::detail {
 
 DeviceInfo query_device(int ordinal);
+// query_device once per ordinal and process: nothing it reads (name, attributes, driver and
+// NVRTC versions) changes while a process runs, and every Runtime needs the fingerprint.
+const DeviceInfo& cached_device(int ordinal);
 
 // Retains the device's primary context (shared with the CUDA runtime and cuBLAS in the same
 // process) and makes it current on construction.

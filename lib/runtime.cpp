@@ -22,6 +22,7 @@
 #include "codegen/compiler.hpp"
 #include "gmjit/error.hpp"
 #include "core/device.hpp"
+#include "core/laps.hpp"
 #include "core/log.hpp"
 #include "core/module.hpp"
 #include "core/workspace.hpp"
@@ -144,6 +145,12 @@ std::string reason(const std::exception& e) {
 
 Config parse_config(const std::string& json) { return nlohmann::json::parse(json).get<Config>(); }
 
+// A launch that loads its problem: the stages so far, and the clock they are taken from.
+struct PendingLoad {
+  LoadTimes times;
+  detail::Laps laps;
+};
+
 }  // namespace
 
 struct Runtime::Impl {
@@ -211,6 +218,7 @@ struct Runtime::Impl {
   std::mutex device_mutex;
   std::optional<detail::Context> context;
   DeviceInfo device;
+  std::string fingerprint;  // device.fingerprint(), hashed once
   const detail::DriverApi* api = nullptr;
 
   // A Store is one connection and must not be used by two threads at once.
@@ -235,6 +243,9 @@ struct Runtime::Impl {
     return *slot;
   }
 
+  mutable std::mutex times_mutex;
+  LoadTimes last_load;
+
   const std::string& cache_file() {
     std::lock_guard<std::mutex> lock(db_mutex);
     return cache_file_locked();
@@ -248,13 +259,18 @@ struct Runtime::Impl {
     return *store;
   }
 
-  void ensure_device() {
+  void ensure_device(PendingLoad* pending) {
     std::lock_guard<std::mutex> lock(device_mutex);
     if (context) return;
+    if (pending) pending->laps.lap();
+    const detail::DriverApi& loaded_api = detail::driver();
+    if (pending) pending->times.driver_us = pending->laps.lap();
     detail::Context acquired(options.device);
-    device = detail::query_device(options.device);
-    api = &detail::driver();
+    device = detail::cached_device(options.device);
+    fingerprint = device.fingerprint();
+    api = &loaded_api;
     context.emplace(std::move(acquired));
+    if (pending) pending->times.device_us = pending->laps.lap();
   }
 
   // The command named records into the cache this Runtime reads, for its device.
@@ -274,7 +290,8 @@ struct Runtime::Impl {
     return templates::resolve_config(*r.descriptor, r.shape, r.dtype, config);
   }
 
-  Resolution resolve_request(const Request& r, MissPolicy policy) {
+  // `pending` (may be null) receives the stage times, from its laps' last lap on.
+  Resolution resolve_request(const Request& r, MissPolicy policy, PendingLoad* pending = nullptr) {
     {
       // A cache-only deployment without its cache file is refused before the device is touched,
       // and no empty cache is created in its place.
@@ -283,16 +300,28 @@ struct Runtime::Impl {
         refuse(r, fmt::format("in {}: the file does not exist", cache_file_locked()));
       }
     }
-    ensure_device();
+    ensure_device(pending);
+    if (pending) pending->laps.lap();
     const auto& d = *r.descriptor;
     const std::string problem_key =
         cache::problem_key(d.name, templates::template_hash(d.header), r.dtype, cache::kRowMajor, r.shape);
     Resolution out{d.name, r.dtype, r.shape, {}, ConfigSource::cache, std::nullopt, 0, {}};
+    if (pending) pending->times.keys_us = pending->laps.lap();
 
     std::unique_lock<std::mutex> db(db_mutex);
+    if (pending) pending->laps.lap();  // the wait for the lock is no stage of ours
+    const bool opening = !store;
     cache::Store& s = store_locked();
+    if (pending && opening) pending->times.cache_open_us = pending->laps.lap();
+    // Every return below is the lookup's end.
+    struct LookupLap {
+      PendingLoad* pending;
+      ~LookupLap() {
+        if (pending) pending->times.lookup_us = pending->laps.lap();
+      }
+    } lookup_lap{pending};
     ++counters.db_lookups;
-    if (const auto winner = s.find_winner(device.fingerprint(), problem_key)) {
+    if (const auto winner = s.find_winner(fingerprint, problem_key)) {
       try {
         out.config = checked(r, parse_config(winner->config_json));
       } catch (const std::exception& e) {
@@ -310,7 +339,7 @@ struct Runtime::Impl {
         break;
       case MissPolicy::nearest: {
         ++counters.db_lookups;
-        const auto near = s.nearest_winner(device.fingerprint(), d.name, r.dtype, nlohmann::json(r.shape).dump());
+        const auto near = s.nearest_winner(fingerprint, d.name, r.dtype, nlohmann::json(r.shape).dump());
         if (!near) {
           out.note = fmt::format("no tuned shape of {} {} on {}", d.name, r.dtype, device.name);
           break;
@@ -349,7 +378,7 @@ struct Runtime::Impl {
         }
         db.lock();
         ++counters.db_lookups;
-        const auto winner = store_locked().find_winner(device.fingerprint(), problem_key);
+        const auto winner = store_locked().find_winner(fingerprint, problem_key);
         if (!winner) {
           throw Error(ErrorKind::cache_miss, 0,
                       fmt::format("tuning {} on {} verified no configuration; nothing to launch", request_label(r),
@@ -368,21 +397,28 @@ struct Runtime::Impl {
     return out;
   }
 
-  std::shared_ptr<const Loaded> load(const Request& r, MissPolicy policy) {
+  std::shared_ptr<const Loaded> load(const Request& r, MissPolicy policy, PendingLoad& pending) {
     auto loaded = std::make_shared<Loaded>();
     loaded->descriptor = r.descriptor;
     loaded->tensor_names = r.tensor_names;
-    loaded->resolution = resolve_request(r, policy);
+    loaded->resolution = resolve_request(r, policy, &pending);
     const Config& config = loaded->resolution.config;
     const auto source = codegen::specialize(*r.descriptor, r.shape, r.dtype, config);
+    const double specialize_us = pending.laps.lap();
     CurrentContext current(*api, context->get());
     {
       // Compiles of different problems queue here; they happen once per problem and cache.
       std::lock_guard<std::mutex> lock(db_mutex);
+      pending.laps.lap();
       auto binary = cache::load_through_cache(store_locked(), source, device.arch);
+      pending.laps.lap();
       if (!binary.from_cache) ++counters.compiles;
       loaded->module = std::move(binary.module);
       loaded->function = std::move(binary.kernel);
+      pending.times.compile_key_us = specialize_us + binary.compile_key_us;
+      pending.times.fetch_us = binary.fetch_us;
+      pending.times.compile_us = binary.compile_us;
+      pending.times.module_load_us = binary.module_load_us;
     }
     ++counters.loads;
     loaded->geometry = r.descriptor->geometry(config, r.shape, templates::dtype_info(r.dtype));
@@ -391,15 +427,18 @@ struct Runtime::Impl {
     r.descriptor->add_scalars(loaded->scalars, r.shape);
     void** pointers = loaded->scalars.pointers();
     loaded->scalar_pointers.assign(pointers, pointers + loaded->scalars.size());
+    pending.times.prepare_us = pending.laps.lap();
     detail::logger().debug("runtime: loaded {} with {} ({})", request_label(r), format_assignments(config),
                            to_string(loaded->resolution.source));
+    pending.laps.lap();
     return loaded;
   }
 
   // The loaded kernel of a problem: from memory when this Runtime has launched it, otherwise
-  // resolved and loaded once (concurrent first launches of one problem wait for one load).
+  // resolved and loaded once (concurrent first launches of one problem wait for one load). When
+  // this call loads it, `pending` is set, with the stages' times.
   const Loaded& find_or_load(std::string_view kernel, const Shape& shape, const LaunchOptions& launch_options,
-                             const Tensors* tensors) {
+                             const Tensors* tensors, std::optional<PendingLoad>& this_load) {
     const std::uint64_t hash = key_hash(kernel, launch_options.dtype, shape);
     std::shared_future<std::shared_ptr<const Loaded>> pending;
     {
@@ -414,6 +453,7 @@ struct Runtime::Impl {
     }
     if (pending.valid()) return *pending.get();
 
+    PendingLoad& stages = this_load.emplace();
     // Bad arguments are rejected here, before the device or the cache, and leave no entry.
     const Request request = check_request(kernel, shape, launch_options.dtype);
     if (tensors && tensors->size() != request.tensor_names.size()) {
@@ -435,10 +475,14 @@ struct Runtime::Impl {
         entries.emplace(hash, std::move(fresh));
       }
     }
-    if (!entry) return *pending.get();
+    if (!entry) {
+      this_load.reset();
+      return *pending.get();
+    }
+    stages.times.check_us = stages.laps.lap();
 
     try {
-      auto loaded = load(request, launch_options.miss_policy.value_or(options.miss_policy));
+      auto loaded = load(request, launch_options.miss_policy.value_or(options.miss_policy), stages);
       entry->ready.store(loaded.get(), std::memory_order_release);
       promise.set_value(loaded);
       return *loaded;
@@ -473,7 +517,8 @@ Runtime& Runtime::operator=(Runtime&&) noexcept = default;
 
 void Runtime::launch(std::string_view kernel, const Shape& shape, Tensors tensors, void* stream,
                      const LaunchOptions& options) {
-  const Impl::Loaded& loaded = impl_->find_or_load(kernel, shape, options, &tensors);
+  std::optional<PendingLoad> this_load;
+  const Impl::Loaded& loaded = impl_->find_or_load(kernel, shape, options, &tensors, this_load);
   const std::size_t n_tensors = loaded.tensor_names.size();
   if (tensors.size() != n_tensors) wrong_tensor_count(loaded.descriptor->name, loaded.tensor_names, tensors.size());
   const std::size_t n_buffers = n_tensors + (loaded.workspace ? 1 : 0);
@@ -505,6 +550,7 @@ void Runtime::launch(std::string_view kernel, const Shape& shape, Tensors tensor
   CurrentContext current(*impl_->api, impl_->context->get());
   const auto cu_stream = static_cast<CUstream>(stream);
   if (!loaded.workspace) {
+    if (this_load) this_load->laps.lap();
     detail::launch_prepared(*loaded.function, loaded.geometry, args, cu_stream);
   } else {
     Impl::StreamWorkspace& workspace = impl_->workspace_for(stream, loaded.descriptor);
@@ -514,9 +560,16 @@ void Runtime::launch(std::string_view kernel, const Shape& shape, Tensors tensor
                                                     loaded.workspace->layout, cu_stream);
     args[n_tensors] = &addresses[n_tensors];
     impl_->counters.workspace_allocations += workspace.buffer.allocations() - before;
+    if (this_load) this_load->laps.lap();
     detail::launch_prepared(*loaded.function, loaded.geometry, args, cu_stream);
   }
   ++impl_->counters.launches;
+  if (this_load) {
+    this_load->times.launch_us = this_load->laps.lap();
+    this_load->times.total_us = this_load->laps.total();
+    std::lock_guard<std::mutex> lock(impl_->times_mutex);
+    impl_->last_load = this_load->times;
+  }
 }
 
 void Runtime::release_workspaces(void* stream) {
@@ -576,6 +629,8 @@ RuntimeStats Runtime::stats() const {
       s.workspace_bytes += workspace->buffer.bytes_held();
     }
   }
+  std::lock_guard<std::mutex> times_lock(impl_->times_mutex);
+  s.last_load = impl_->last_load;
   return s;
 }
 

@@ -19,42 +19,28 @@ namespace gmjit::templates {
 
 namespace {
 
+using HeaderText = std::shared_ptr<const std::string>;
+
 struct HeaderStore {
   std::shared_mutex mutex;
-  std::map<std::string, std::string> headers;
+  std::map<std::string, HeaderText> headers;
+  // Every launch's first load asks for the headers its template reaches (problem key, compile
+  // key); walking the includes and copying the texts each time cost more than the hashing.
+  // Computed once per header set: register_header empties it.
+  std::map<std::string, std::shared_ptr<const ReachableHeaders>> reachable;
+  std::uint64_t generation = 0;
 };
 
 HeaderStore& header_store() {
   static HeaderStore store;
   static std::once_flag filled;
   std::call_once(filled, [] {
-    for (const auto& header : embedded_headers()) store.headers.emplace(header.name, header.content);
+    for (const auto& header : embedded_headers()) {
+      store.headers.emplace(header.name, std::make_shared<const std::string>(header.content));
+    }
   });
   return store;
 }
-
-}  // namespace
-
-void register_header(const std::string& name, const std::string& content) {
-  auto& store = header_store();
-  std::unique_lock lock(store.mutex);
-  store.headers[name] = content;
-}
-
-std::optional<std::string> find_header(const std::string& name) {
-  auto& store = header_store();
-  std::shared_lock lock(store.mutex);
-  if (auto it = store.headers.find(name); it != store.headers.end()) return it->second;
-  return std::nullopt;
-}
-
-std::vector<std::pair<std::string, std::string>> all_headers() {
-  auto& store = header_store();
-  std::shared_lock lock(store.mutex);
-  return {store.headers.begin(), store.headers.end()};
-}
-
-namespace {
 
 // The targets of `#include "..."` lines; angle-bracket includes are toolkit headers.
 std::vector<std::string> quoted_includes(const std::string& text) {
@@ -78,34 +64,79 @@ std::vector<std::string> quoted_includes(const std::string& text) {
   return targets;
 }
 
-}  // namespace
-
-std::vector<std::string> reachable_headers(const std::string& name) {
-  std::vector<std::string> order;
+// Under the store's lock (shared is enough).
+std::shared_ptr<const ReachableHeaders> walk_includes(const HeaderStore& store, const std::string& name) {
+  auto out = std::make_shared<ReachableHeaders>();
   std::set<std::string> seen;
   std::vector<std::string> pending{name};
+  XXH3_state_t state;
+  XXH3_64bits_reset(&state);
   while (!pending.empty()) {
     const std::string current = pending.back();
     pending.pop_back();
     if (!seen.insert(current).second) continue;
-    const auto content = find_header(current);
-    if (!content) continue;  // a toolkit header: pinned by the NVRTC build instead
-    order.push_back(current);
+    const auto it = store.headers.find(current);
+    if (it == store.headers.end()) continue;  // a toolkit header: pinned by the NVRTC build instead
+    const HeaderText& content = it->second;
+    XXH3_64bits_update(&state, current.data(), current.size() + 1);
+    XXH3_64bits_update(&state, content->data(), content->size());
     for (auto& included : quoted_includes(*content)) pending.push_back(std::move(included));
+    out->headers.emplace_back(current, content);
   }
-  return order;
+  out->template_hash = fmt::format("{:016x}", XXH3_64bits_digest(&state));
+  return out;
 }
 
-std::string template_hash(const std::string& name) {
-  XXH3_state_t state;
-  XXH3_64bits_reset(&state);
-  for (const auto& header : reachable_headers(name)) {
-    const auto content = find_header(header);
-    XXH3_64bits_update(&state, header.data(), header.size() + 1);
-    XXH3_64bits_update(&state, content->data(), content->size());
-  }
-  return fmt::format("{:016x}", XXH3_64bits_digest(&state));
+}  // namespace
+
+void register_header(const std::string& name, const std::string& content) {
+  auto& store = header_store();
+  auto text = std::make_shared<const std::string>(content);
+  std::unique_lock lock(store.mutex);
+  store.headers[name] = std::move(text);
+  store.reachable.clear();
+  ++store.generation;
 }
+
+std::optional<std::string> find_header(const std::string& name) {
+  auto& store = header_store();
+  std::shared_lock lock(store.mutex);
+  if (auto it = store.headers.find(name); it != store.headers.end()) return *it->second;
+  return std::nullopt;
+}
+
+std::vector<std::pair<std::string, std::string>> all_headers() {
+  auto& store = header_store();
+  std::shared_lock lock(store.mutex);
+  std::vector<std::pair<std::string, std::string>> out;
+  out.reserve(store.headers.size());
+  for (const auto& [name, content] : store.headers) out.emplace_back(name, *content);
+  return out;
+}
+
+std::shared_ptr<const ReachableHeaders> reachable(const std::string& name) {
+  auto& store = header_store();
+  std::uint64_t generation = 0;
+  std::shared_ptr<const ReachableHeaders> walked;
+  {
+    std::shared_lock lock(store.mutex);
+    if (auto it = store.reachable.find(name); it != store.reachable.end()) return it->second;
+    generation = store.generation;
+    walked = walk_includes(store, name);
+  }
+  std::unique_lock lock(store.mutex);
+  // A header registered meanwhile may have changed what was walked: hand it out, keep it not.
+  if (store.generation == generation) store.reachable.emplace(name, walked);
+  return walked;
+}
+
+std::vector<std::string> reachable_headers(const std::string& name) {
+  std::vector<std::string> names;
+  for (const auto& header : reachable(name)->headers) names.push_back(header.first);
+  return names;
+}
+
+std::string template_hash(const std::string& name) { return reachable(name)->template_hash; }
 
 const DtypeInfo& dtype_info(const std::string& name) {
   static const std::vector<DtypeInfo> known = {

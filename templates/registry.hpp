@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <string>
@@ -27,7 +28,15 @@ const std::vector<EmbeddedHeader>& embedded_headers();
 void register_header(const std::string& name, const std::string& content);
 std::optional<std::string> find_header(const std::string& name);
 std::vector<std::pair<std::string, std::string>> all_headers();
-// The include names `name` reaches through #include "..." of other embedded headers, itself first.
+// The headers `name` reaches through #include "..." of other known headers, itself first, with
+// their texts and the template hash over them. Computed once per set of headers and shared (a
+// launch's first load needs it twice); register_header makes the next call walk again.
+struct ReachableHeaders {
+  std::vector<std::pair<std::string, std::shared_ptr<const std::string>>> headers;  // (name, text)
+  std::string template_hash;
+};
+std::shared_ptr<const ReachableHeaders> reachable(const std::string& name);
+// The include names of reachable(name).
 std::vector<std::string> reachable_headers(const std::string& name);
 // Hex xxHash3-64 over the bytes of every header `name` reaches: the template's identity in keys.
 std::string template_hash(const std::string& name);

@@ -603,3 +603,51 @@ TEST_F(RuntimeGpu, SM90_SoftmaxSplitRowsAlternateShapesOnOneWorkspace) {
 
 }  // namespace
 }  // namespace gmjit
+
+namespace gmjit {
+namespace {
+
+// RuntimeStats::last_load names the stages of a first launch (issue 15, item 11): from the
+// binary cache no compile, and a compile only where the cache had no cubin. Times are not judged.
+TEST_F(RuntimeGpu, LastLoadNamesTheStagesOfAFirstLaunch) {
+  GMJIT_REQUIRE_DEVICE();
+  detail::Context context(0);
+  const Shape shape{{"n", 65536}};
+  put_winner("vector_add", shape, {{"block", 256}, {"items", 4}, {"vec_bytes", 16}});
+  Runtime runtime(options(MissPolicy::fail));
+  EXPECT_EQ(runtime.stats().last_load.total_us, 0.0);
+  Operands v = vector_add_operands(shape.at("n"), 11);
+  runtime.launch("vector_add", shape, v.tensors());
+  context.synchronize();
+  EXPECT_LE(v.error(), tolerance("vector_add", shape));
+  const LoadTimes t = runtime.stats().last_load;
+  EXPECT_EQ(t.compile_us, 0.0) << "the cubin came from the binary cache";
+  for (const double stage : {t.check_us, t.driver_us, t.device_us, t.keys_us, t.cache_open_us, t.lookup_us,
+                             t.compile_key_us, t.fetch_us, t.module_load_us, t.prepare_us, t.launch_us}) {
+    EXPECT_GE(stage, 0.0);
+  }
+  EXPECT_GT(t.cache_open_us + t.fetch_us + t.module_load_us, 0.0);
+  const double stages = t.check_us + t.driver_us + t.device_us + t.keys_us + t.cache_open_us + t.lookup_us +
+                        t.compile_key_us + t.fetch_us + t.module_load_us + t.prepare_us + t.launch_us;
+  EXPECT_LE(stages, t.total_us);
+
+  v.poison();
+  runtime.launch("vector_add", shape, v.tensors());
+  context.synchronize();
+  EXPECT_EQ(runtime.stats().last_load.total_us, t.total_us) << "a memory hit loads nothing";
+
+  // A problem whose cubin the cache lacks: compiled, and the compile is where the time went.
+  const Shape gshape{{"m", 64}, {"n", 64}, {"k", 64}};
+  Operands g = sgemm_operands(gshape, 12);
+  runtime.launch("sgemm", gshape, g.tensors(), nullptr, LaunchOptions{"", MissPolicy::default_config});
+  context.synchronize();
+  EXPECT_LE(g.error(), tolerance("sgemm", gshape));
+  const LoadTimes compiled = runtime.stats().last_load;
+  EXPECT_GT(compiled.compile_us, 0.0);
+  EXPECT_EQ(compiled.cache_open_us, 0.0) << "the Runtime's cache file was already open";
+  EXPECT_EQ(compiled.device_us, 0.0) << "the device was already set up";
+  EXPECT_EQ(runtime.stats().compiles, 1u);
+}
+
+}  // namespace
+}  // namespace gmjit

@@ -58,6 +58,7 @@ TEST_F(RuntimeChecks, ConstructionTouchesNeitherDeviceNorCache) {
   EXPECT_FALSE(fs::exists(db_));
   const RuntimeStats s = runtime.stats();
   EXPECT_EQ(s.launches + s.db_lookups + s.loads + s.compiles, 0u);
+  EXPECT_EQ(s.last_load.total_us, 0.0) << "no load yet, so no stage times";
 }
 
 TEST_F(RuntimeChecks, BadArgumentsAreUsageErrorsBeforeTheDeviceOrTheCache) {

@@ -112,6 +112,26 @@ struct Resolution {
   std::string note;
 };
 
+/// Where the first launch of one problem in a Runtime spent its time, stage by stage, in
+/// microseconds of a steady clock. A stage the launch did not go through is 0: the driver, the
+/// device and the cache file are set up by a Runtime's first load only (the driver once per
+/// process), and compile_us is 0 whenever the binary cache held the cubin.
+struct LoadTimes {
+  double check_us = 0;        ///< kernel, dtype, shape and tensor count checked against the catalog
+  double driver_us = 0;       ///< libcuda loaded and its entry points resolved
+  double device_us = 0;       ///< the device's primary context retained, its fingerprint read
+  double keys_us = 0;         ///< the problem key (the template hash included)
+  double cache_open_us = 0;   ///< the cache file opened
+  double lookup_us = 0;       ///< the winner found and checked, or the miss policy followed (tuning included)
+  double compile_key_us = 0;  ///< the source specialized and its compile key computed
+  double fetch_us = 0;        ///< the cubin read from the binary cache, its checksum verified
+  double compile_us = 0;      ///< NVRTC and storing its cubin, when the binary cache had no loadable one
+  double module_load_us = 0;  ///< the module loaded, its kernel found and its attributes read
+  double prepare_us = 0;      ///< launch geometry, shared-memory opt-in, scalar arguments
+  double launch_us = 0;       ///< the first cuLaunchKernel
+  double total_us = 0;        ///< from launch() missing in memory to its return
+};
+
 /// Counters since construction; each field is read atomically, the set is not a snapshot.
 struct RuntimeStats {
   std::uint64_t launches = 0;        ///< launch() calls that reached the driver
@@ -127,6 +147,9 @@ struct RuntimeStats {
   std::uint64_t workspace_allocations = 0;  ///< workspace buffers allocated (first use on a stream, growth)
   std::uint64_t workspaces = 0;             ///< (stream, kernel) workspaces held now
   std::uint64_t workspace_bytes = 0;        ///< device bytes they hold, outgrown buffers included
+  /// The stages of the latest launch() that loaded its problem (all 0 before the first): what a
+  /// first launch costs, and where.
+  LoadTimes last_load;
 };
 
 /// Launches tuned kernels on one device. Owns (retains) the device's primary CUDA context, the
