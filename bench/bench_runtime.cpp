@@ -204,7 +204,7 @@ int child(const std::map<std::string, std::string>& args) {
     // record the parent wrote: what this machine can time without a GPU.
     detail::Laps laps;
     const auto& d = templates::find_kernel(c.kernel);
-    templates::validate_shape(d, c.shape);
+    templates::normalize_problem(d, c.shape, "fp32");
     d.tensors(c.shape);
     out["check_us"] = laps.lap();
     const std::string problem_key =
