@@ -117,7 +117,7 @@ std::size_t verify_every_config(const std::string& name, const std::string& dtyp
     SCOPED_TRACE(name + " " + dtype + " " + format_assignments(shape) + " " + format_assignments(configs[i]));
     const auto loaded = load(sources[i], device.arch);
     const double error = harness.verify(*loaded.kernel, kernel.geometry(configs[i], shape, info));
-    EXPECT_LE(error, harness.tolerance()) << sources[i].name_expression;
+    EXPECT_LE(error, harness.tolerance()) << sources[i].name_expression << ": " << harness.failure();
     ++ran;
   }
   EXPECT_EQ(ran, configs.size());

@@ -103,7 +103,7 @@ TEST(SM90_Harness, RejectsWrongValuesUnwrittenOutputsAndOutOfBoundsWrites) {
     auto loaded = load_test_kernel("test/bad_add.cuh", code, "bad_add<" + std::to_string(mode) + ">");
     const double error = harness.verify(*loaded.kernel, geometry);
     if (mode == 3) {
-      EXPECT_LE(error, harness.tolerance());
+      EXPECT_LE(error, harness.tolerance()) << harness.failure();
     } else {
       EXPECT_GT(error, harness.tolerance());
     }
