@@ -17,6 +17,9 @@ mkdir -p "$out"
 trap 'tar -czf "${OUT:-.}/logs.tgz" -C "$(dirname "$out")" logs' EXIT
 export LD_LIBRARY_PATH="$bin:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export GMJIT_GMTUNE="$bin/gmtune" GMJIT_WORKER="$bin/gmjit-worker" GMJIT_REQUIRE_GPU=1
+# The gpu tier's binary cache: the default path is in the build tree this was built in, which the
+# lent machine lacks; a fresh file per call, so the tier's time includes its compiles.
+export GMJIT_TEST_BINARY_CACHE="${GMJIT_TEST_BINARY_CACHE:-$(mktemp -d)/binaries.db}"
 # The tests read tests/data from the checkout this runs in, not from where they were built.
 export GMJIT_SOURCE_DIR="$(cd "$(dirname "$0")/.." && pwd)"
 part=${2:-all}
