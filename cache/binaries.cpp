@@ -119,6 +119,29 @@ ImportedBinaryCheck check_imported_binary(const BinaryRecord& imported) {
   return check;
 }
 
+std::optional<LoadedBinary> load_from_index(const LaunchIndex& index, const codegen::GeneratedSource& source,
+                                            const std::string& arch) {
+  detail::Laps laps;
+  LoadedBinary loaded;
+  const std::string key = codegen::compile_key(source, arch);
+  loaded.compile_key_us = laps.lap();
+  auto cached = index.find_cubin(key);
+  loaded.fetch_us = laps.lap();
+  if (!cached || cached->lowered_name().empty()) return std::nullopt;
+  try {
+    auto module = std::make_unique<detail::Module>(static_cast<const void*>(cached->data()));
+    loaded.kernel = std::make_unique<detail::Kernel>(module->kernel(cached->lowered_name()));
+    loaded.module = std::move(module);
+  } catch (const std::exception& e) {
+    detail::logger().warn("the launch index's cubin {} for {} did not load ({}); trying the cache", key,
+                          source.name_expression, e.what());
+    return std::nullopt;
+  }
+  loaded.from_cache = true;
+  loaded.module_load_us = laps.lap();
+  return loaded;
+}
+
 LoadedBinary load_through_cache(cache::Store& store, const codegen::GeneratedSource& source, const std::string& arch) {
   detail::Laps laps;
   LoadedBinary loaded;

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "cache/launch_index.hpp"
 #include "cache/store.hpp"
 #include "codegen/compiler.hpp"
 #include "core/module.hpp"
@@ -46,6 +47,11 @@ struct ImportedBinaryCheck {
 // are not reproducible (sgemm) is refused outright. Compiles through codegen::shared_compiler(), so
 // this costs one NVRTC compile per instantiation not yet compiled in this process.
 ImportedBinaryCheck check_imported_binary(const BinaryRecord& imported);
+
+// The launch index's cubin of `source`, loaded (needs a current context); nullopt when the index
+// has none for its compile key or the driver refuses it, and the caller goes to load_through_cache.
+std::optional<LoadedBinary> load_from_index(const LaunchIndex& index, const codegen::GeneratedSource& source,
+                                            const std::string& arch);
 
 // Needs a current context.
 LoadedBinary load_through_cache(cache::Store& store, const codegen::GeneratedSource& source, const std::string& arch);

@@ -26,6 +26,7 @@
 #include <utility>
 
 #include "cache/fail.hpp"
+#include "cache/launch_index.hpp"
 #include "core/check.hpp"
 #include "core/log.hpp"
 #include "gmjit/error.hpp"
@@ -353,6 +354,12 @@ void create_file_private(const fs::path& path) {
     GMJIT_CACHE_FAIL(err, "fchmod", "cannot set mode 0600 on cache file {}: {}", path.string(),
                      std::strerror(err));
   }
+  // A launch index left by a cache that was here before describes that cache; the new file may
+  // even have its inode, by which the index tells caches apart.
+  const fs::path stale_index = launch_index_path(path);
+  if (::unlink(stale_index.c_str()) == 0) {
+    detail::logger().info("removed {}, the launch index of an earlier cache at this path", stale_index.string());
+  }
   detail::logger().info("created tuning cache {}", path.string());
 }
 
@@ -431,7 +438,7 @@ constexpr auto kWinnerFields = std::make_tuple(
     &WinnerRecord::device_key, &WinnerRecord::device_name, &WinnerRecord::problem_key,
     &WinnerRecord::kernel, &WinnerRecord::dtype, &WinnerRecord::shape_json,
     &WinnerRecord::config_json, &WinnerRecord::median_ms, &WinnerRecord::trial_count,
-    &WinnerRecord::tuned_at, &WinnerRecord::library_version);
+    &WinnerRecord::tuned_at, &WinnerRecord::library_version, &WinnerRecord::device_arch);
 // What a binary's checksum covers, and what identifies it; the checksum and the times follow.
 #define GMJIT_BINARY_COLUMNS "compile_key, kernel, arch, cubin, ptx, resources_json"
 constexpr auto kBinaryFields =
@@ -472,7 +479,7 @@ void bind_fields(Statement& s, int first, const Record& record,
 
 #define GMJIT_WINNER_SELECT                                                                  \
   "SELECT d.key, d.name, p.key, k.name, p.dtype, p.shape_json, t.config_json, t.median_ms, " \
-  "w.trial_count, w.tuned_at, w.library_version "                                            \
+  "w.trial_count, w.tuned_at, w.library_version, d.arch "                                    \
   "FROM winners w "                                                                          \
   "JOIN devices d ON d.id = w.device_id "                                                    \
   "JOIN problems p ON p.id = w.problem_id "                                                  \

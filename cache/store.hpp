@@ -83,6 +83,7 @@ struct WinnerRecord {
   int trial_count = 0;        ///< trials measured in the tuning run that chose this winner
   std::int64_t tuned_at = 0;  ///< seconds since the Unix epoch
   std::string library_version;
+  std::string device_arch;  ///< the arch its cubins are compiled for, e.g. sm_90a
   /// Only set by Store::nearest_winner: shape_distance from the requested shape (0 for an exact
   /// match).
   double distance = 0;

@@ -42,9 +42,9 @@ void Kernel::reserve_dynamic_shared(unsigned bytes) {
   reserved_dynamic_shared_ = bytes;
 }
 
-Module::Module(const std::vector<char>& image) {
-  GMJIT_CU(driver().cuModuleLoadData(&module_, image.data()));
-}
+Module::Module(const std::vector<char>& image) : Module(static_cast<const void*>(image.data())) {}
+
+Module::Module(const void* image) { GMJIT_CU(driver().cuModuleLoadData(&module_, image)); }
 
 Module::~Module() {
   if (module_ != nullptr) driver().cuModuleUnload(module_);

@@ -44,6 +44,8 @@ class Module {
  public:
   // `image` is a cubin (or PTX text, which the driver then compiles).
   explicit Module(const std::vector<char>& image);
+  // An image the caller keeps alive until the constructor returns (a mapped file).
+  explicit Module(const void* image);
   ~Module();
   Module(Module&& other) noexcept : module_(std::exchange(other.module_, nullptr)) {}
   Module& operator=(Module&&) = delete;

@@ -5,6 +5,7 @@
 
 #include "cache/exchange.hpp"
 #include "cache/rules.hpp"
+#include "cache/launch_index.hpp"
 #include "cache/store.hpp"
 #include "gmjit/cache.hpp"
 #include "gmjit/error.hpp"
@@ -95,19 +96,24 @@ void export_cache(const std::string& db_path, const std::string& out_path, bool 
 
 ExchangeSummary import_cache(const std::string& db_path, const std::string& in_path, bool trust_binaries) {
   cache::Store store = open_store(db_path);
-  return summarize(cache::import_json(store, in_path, import_options(trust_binaries)));
+  const auto summary = summarize(cache::import_json(store, in_path, import_options(trust_binaries)));
+  cache::try_publish_launch_index(store);
+  return summary;
 }
 
 ExchangeSummary merge_caches(const std::vector<std::string>& sources, const std::string& into, bool trust_binaries) {
   cache::Store store = open_store(into);
   std::vector<std::filesystem::path> paths(sources.begin(), sources.end());
-  return summarize(cache::merge_into(store, paths, import_options(trust_binaries)));
+  const auto summary = summarize(cache::merge_into(store, paths, import_options(trust_binaries)));
+  cache::try_publish_launch_index(store);
+  return summary;
 }
 
 GcSummary gc_cache(const std::string& db_path, std::int64_t max_bytes) {
   if (max_bytes < 0) throw Error(ErrorKind::usage, 0, "--max-size must not be negative");
   cache::Store store = open_store(db_path);
   const auto r = store.gc(max_bytes);
+  cache::try_publish_launch_index(store);
   return {r.evicted, r.bytes_before, r.bytes_after};
 }
 

@@ -29,6 +29,7 @@
 #include "templates/registry.hpp"
 #include "cache/binaries.hpp"
 #include "cache/keys.hpp"
+#include "cache/launch_index.hpp"
 #include "tuner/names.hpp"
 
 namespace gmjit {
@@ -183,7 +184,7 @@ struct Runtime::Impl {
 
   struct Counters {
     std::atomic<std::uint64_t> launches{0}, memory_hits{0}, cache_hits{0}, nearest{0}, default_config{0}, tuned{0},
-        failed{0}, db_lookups{0}, compiles{0}, loads{0}, workspace_allocations{0};
+        failed{0}, db_lookups{0}, index_hits{0}, compiles{0}, loads{0}, workspace_allocations{0};
   };
 
   // One kernel's workspace on one stream. Its mutex is held from preparing the buffer to
@@ -225,6 +226,11 @@ struct Runtime::Impl {
   std::mutex db_mutex;
   std::string cache_file_;  // resolved lazily: the default path lookup may throw
   std::optional<cache::Store> store;
+  // Read before the store, and instead of it when it has the problem (cache/launch_index.hpp).
+  bool index_read = false;
+  std::optional<cache::LaunchIndex> index;
+  // SQLite had a winner the index lacked: the index is rewritten once this load is done.
+  bool index_behind = false;
 
   // Tuning two problems at once would time each against the other on the same GPU.
   std::mutex tune_mutex;
@@ -290,6 +296,16 @@ struct Runtime::Impl {
     return templates::resolve_config(*r.descriptor, r.shape, r.dtype, config);
   }
 
+  Config checked_winner(const Request& r, const Config& config) {
+    try {
+      return checked(r, config);
+    } catch (const std::exception& e) {
+      throw Error(ErrorKind::cache, 0,
+                  fmt::format("the cached winner of {} in {} is not a valid configuration: {}", request_label(r),
+                              cache_file_locked(), reason(e)));
+    }
+  }
+
   // `pending` (may be null) receives the stage times, from its laps' last lap on.
   Resolution resolve_request(const Request& r, MissPolicy policy, PendingLoad* pending = nullptr) {
     {
@@ -310,9 +326,6 @@ struct Runtime::Impl {
 
     std::unique_lock<std::mutex> db(db_mutex);
     if (pending) pending->laps.lap();  // the wait for the lock is no stage of ours
-    const bool opening = !store;
-    cache::Store& s = store_locked();
-    if (pending && opening) pending->times.cache_open_us = pending->laps.lap();
     // Every return below is the lookup's end.
     struct LookupLap {
       PendingLoad* pending;
@@ -320,15 +333,45 @@ struct Runtime::Impl {
         if (pending) pending->times.lookup_us = pending->laps.lap();
       }
     } lookup_lap{pending};
+    if (!index_read) {
+      index_read = true;
+      index = cache::LaunchIndex::open(cache_file_locked());
+      if (pending) pending->times.cache_open_us = pending->laps.lap();
+    }
+    if (index) {
+      if (auto found = index->find_winner(fingerprint, problem_key)) {
+        out.config = checked_winner(r, found->config);
+        ++counters.cache_hits;
+        ++counters.index_hits;
+        if (pending) pending->times.from_index = true;
+        return out;
+      }
+      // Every writer of this library rewrites the index after a change, so an exact miss here is
+      // one in the cache too, and the nearest tuned shape is the index's.
+      if (policy == MissPolicy::nearest) {
+        if (auto near = index->nearest_winner(fingerprint, d.name, r.dtype, r.shape)) {
+          try {
+            out.config = checked(r, near->config);
+            out.source = ConfigSource::nearest;
+            out.nearest_shape = near->shape;
+            out.nearest_distance = near->distance;
+            ++counters.nearest;
+            ++counters.index_hits;
+            if (pending) pending->times.from_index = true;
+            return out;
+          } catch (const std::exception&) {
+            // Invalid for this shape: the cache's own search below says so and falls back.
+          }
+        }
+      }
+    }
+    const bool opening = !store;
+    cache::Store& s = store_locked();
+    if (pending && opening) pending->times.cache_open_us += pending->laps.lap();
     ++counters.db_lookups;
     if (const auto winner = s.find_winner(fingerprint, problem_key)) {
-      try {
-        out.config = checked(r, parse_config(winner->config_json));
-      } catch (const std::exception& e) {
-        throw Error(ErrorKind::cache, 0,
-                    fmt::format("the cached winner of {} in {} is not a valid configuration: {}", request_label(r),
-                                cache_file_locked(), reason(e)));
-      }
+      index_behind = true;
+      out.config = checked_winner(r, parse_config(winner->config_json));
       ++counters.cache_hits;
       return out;
     }
@@ -377,6 +420,8 @@ struct Runtime::Impl {
           summary = sweep({Problem{d.name, r.dtype, r.shape, "gmjit::Runtime"}}, sweep_options);
         }
         db.lock();
+        // The tuner rewrote the index with this winner; later problems may find theirs there.
+        index = cache::LaunchIndex::open(cache_file_locked());
         ++counters.db_lookups;
         const auto winner = store_locked().find_winner(fingerprint, problem_key);
         if (!winner) {
@@ -410,8 +455,17 @@ struct Runtime::Impl {
       // Compiles of different problems queue here; they happen once per problem and cache.
       std::lock_guard<std::mutex> lock(db_mutex);
       pending.laps.lap();
-      auto binary = cache::load_through_cache(store_locked(), source, device.arch);
+      std::optional<cache::LoadedBinary> indexed;
+      if (index) indexed = cache::load_from_index(*index, source, device.arch);
+      if (!indexed) pending.times.from_index = false;
+      auto binary = indexed ? std::move(*indexed) : cache::load_through_cache(store_locked(), source, device.arch);
       pending.laps.lap();
+      if (index_behind) {
+        index_behind = false;
+        cache::try_publish_launch_index(store_locked());
+        index = cache::LaunchIndex::open(cache_file_locked());
+        pending.laps.lap();  // a one-off rewrite, no stage of a launch
+      }
       if (!binary.from_cache) ++counters.compiles;
       loaded->module = std::move(binary.module);
       loaded->function = std::move(binary.kernel);
@@ -618,6 +672,7 @@ RuntimeStats Runtime::stats() const {
   s.tuned = c.tuned.load();
   s.failed = c.failed.load();
   s.db_lookups = c.db_lookups.load();
+  s.index_hits = c.index_hits.load();
   s.compiles = c.compiles.load();
   s.loads = c.loads.load();
   s.workspace_allocations = c.workspace_allocations.load();

@@ -73,7 +73,7 @@ KernelDescriptor grayscale_descriptor() {
   return d;
 }
 
-const BuiltinKernel registered(30, grayscale_descriptor);
+const BuiltinKernel registered(30, "grayscale", grayscale_descriptor);
 
 }  // namespace
 }  // namespace gmjit::templates

@@ -87,7 +87,7 @@ KernelDescriptor histogram_descriptor() {
   return d;
 }
 
-const BuiltinKernel registered(90, histogram_descriptor);
+const BuiltinKernel registered(90, "histogram", histogram_descriptor);
 
 }  // namespace
 }  // namespace gmjit::templates

@@ -65,8 +65,8 @@ KernelDescriptor layernorm_descriptor() {
   return d;
 }
 
-const BuiltinKernel rmsnorm_registered(60, rmsnorm_descriptor);
-const BuiltinKernel layernorm_registered(70, layernorm_descriptor);
+const BuiltinKernel rmsnorm_registered(60, "rmsnorm", rmsnorm_descriptor);
+const BuiltinKernel layernorm_registered(70, "layernorm", layernorm_descriptor);
 
 }  // namespace
 }  // namespace gmjit::templates

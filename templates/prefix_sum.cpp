@@ -74,7 +74,7 @@ KernelDescriptor prefix_sum_descriptor() {
   return d;
 }
 
-const BuiltinKernel registered(100, prefix_sum_descriptor);
+const BuiltinKernel registered(100, "prefix_sum", prefix_sum_descriptor);
 
 }  // namespace
 

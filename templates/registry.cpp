@@ -23,7 +23,12 @@ using HeaderText = std::shared_ptr<const std::string>;
 
 struct HeaderStore {
   std::shared_mutex mutex;
+  // The embedded headers are copied in on first use, one by one: a launch reaches two or three
+  // of them, and copying all of them (108 KB, and the page faults of reading and writing it) was
+  // most of a fresh process's first template hash. Registered headers go in at once and shadow
+  // an embedded one of the same name.
   std::map<std::string, HeaderText> headers;
+  bool all_embedded = false;
   // Every launch's first load asks for the headers its template reaches (problem key, compile
   // key); walking the includes and copying the texts each time cost more than the hashing.
   // Computed once per header set: register_header empties it.
@@ -33,13 +38,30 @@ struct HeaderStore {
 
 HeaderStore& header_store() {
   static HeaderStore store;
-  static std::once_flag filled;
-  std::call_once(filled, [] {
-    for (const auto& header : embedded_headers()) {
+  return store;
+}
+
+// Under the store's exclusive lock.
+const HeaderText* header_text(HeaderStore& store, const std::string& name) {
+  if (const auto it = store.headers.find(name); it != store.headers.end()) return &it->second;
+  if (store.all_embedded) return nullptr;
+  for (const auto& header : embedded_headers()) {
+    if (name == header.name) {
+      return &store.headers.emplace(name, std::make_shared<const std::string>(header.content)).first->second;
+    }
+  }
+  return nullptr;
+}
+
+// Under the store's exclusive lock.
+void load_all_embedded(HeaderStore& store) {
+  if (store.all_embedded) return;
+  for (const auto& header : embedded_headers()) {
+    if (store.headers.count(header.name) == 0) {
       store.headers.emplace(header.name, std::make_shared<const std::string>(header.content));
     }
-  });
-  return store;
+  }
+  store.all_embedded = true;
 }
 
 // The targets of `#include "..."` lines; angle-bracket includes are toolkit headers.
@@ -64,8 +86,8 @@ std::vector<std::string> quoted_includes(const std::string& text) {
   return targets;
 }
 
-// Under the store's lock (shared is enough).
-std::shared_ptr<const ReachableHeaders> walk_includes(const HeaderStore& store, const std::string& name) {
+// Under the store's exclusive lock.
+std::shared_ptr<const ReachableHeaders> walk_includes(HeaderStore& store, const std::string& name) {
   auto out = std::make_shared<ReachableHeaders>();
   std::set<std::string> seen;
   std::vector<std::string> pending{name};
@@ -75,9 +97,9 @@ std::shared_ptr<const ReachableHeaders> walk_includes(const HeaderStore& store, 
     const std::string current = pending.back();
     pending.pop_back();
     if (!seen.insert(current).second) continue;
-    const auto it = store.headers.find(current);
-    if (it == store.headers.end()) continue;  // a toolkit header: pinned by the NVRTC build instead
-    const HeaderText& content = it->second;
+    const HeaderText* found = header_text(store, current);
+    if (!found) continue;  // a toolkit header: pinned by the NVRTC build instead
+    const HeaderText content = *found;
     XXH3_64bits_update(&state, current.data(), current.size() + 1);
     XXH3_64bits_update(&state, content->data(), content->size());
     for (auto& included : quoted_includes(*content)) pending.push_back(std::move(included));
@@ -100,14 +122,15 @@ void register_header(const std::string& name, const std::string& content) {
 
 std::optional<std::string> find_header(const std::string& name) {
   auto& store = header_store();
-  std::shared_lock lock(store.mutex);
-  if (auto it = store.headers.find(name); it != store.headers.end()) return *it->second;
+  std::unique_lock lock(store.mutex);
+  if (const HeaderText* text = header_text(store, name)) return **text;
   return std::nullopt;
 }
 
 std::vector<std::pair<std::string, std::string>> all_headers() {
   auto& store = header_store();
-  std::shared_lock lock(store.mutex);
+  std::unique_lock lock(store.mutex);
+  load_all_embedded(store);
   std::vector<std::pair<std::string, std::string>> out;
   out.reserve(store.headers.size());
   for (const auto& [name, content] : store.headers) out.emplace_back(name, *content);
@@ -116,17 +139,14 @@ std::vector<std::pair<std::string, std::string>> all_headers() {
 
 std::shared_ptr<const ReachableHeaders> reachable(const std::string& name) {
   auto& store = header_store();
-  std::uint64_t generation = 0;
-  std::shared_ptr<const ReachableHeaders> walked;
   {
     std::shared_lock lock(store.mutex);
     if (auto it = store.reachable.find(name); it != store.reachable.end()) return it->second;
-    generation = store.generation;
-    walked = walk_includes(store, name);
   }
   std::unique_lock lock(store.mutex);
-  // A header registered meanwhile may have changed what was walked: hand it out, keep it not.
-  if (store.generation == generation) store.reachable.emplace(name, walked);
+  if (auto it = store.reachable.find(name); it != store.reachable.end()) return it->second;
+  auto walked = walk_includes(store, name);
+  store.reachable.emplace(name, walked);
   return walked;
 }
 
@@ -174,6 +194,7 @@ struct CatalogStore {
 
 struct Registration {
   int position;
+  const char* name;
   KernelDescriptor (*describe)();
 };
 
@@ -184,22 +205,41 @@ std::vector<Registration>& registrations() {
   return list;
 }
 
-std::vector<KernelDescriptor> builtin_kernels() {
-  std::vector<std::pair<int, KernelDescriptor>> described;
+// Each built-in is described on its first use and kept: a process that launches one kernel
+// builds one descriptor, not the catalog (on a first launch that was 160 of ~400 us of CPU,
+// most of it page faults on the other descriptors' code). find_kernel hands out these, so a
+// built-in has one address for the life of the process whatever is registered later.
+const KernelDescriptor* described_builtin(const std::string& name) {
+  static std::mutex mutex;
+  static std::map<std::string, std::unique_ptr<const KernelDescriptor>> described;
+  std::lock_guard lock(mutex);
+  if (const auto it = described.find(name); it != described.end()) return it->second.get();
   for (const auto& registration : registrations()) {
-    described.emplace_back(registration.position, registration.describe());
+    if (name != registration.name) continue;
+    auto kernel = std::make_unique<const KernelDescriptor>(registration.describe());
+    if (kernel->name != name) {
+      throw Error(ErrorKind::usage, 0,
+                  fmt::format("built-in kernel registered as '{}' describes itself as '{}'", name, kernel->name));
+    }
+    return described.emplace(name, std::move(kernel)).first->second.get();
+  }
+  return nullptr;
+}
+
+std::vector<KernelDescriptor> builtin_kernels() {
+  std::vector<std::pair<int, const KernelDescriptor*>> described;
+  std::set<std::string> names;
+  for (const auto& registration : registrations()) {
+    if (!names.insert(registration.name).second) {
+      throw Error(ErrorKind::usage, 0, fmt::format("two built-in kernels are named '{}'", registration.name));
+    }
+    described.emplace_back(registration.position, described_builtin(registration.name));
   }
   std::sort(described.begin(), described.end(), [](const auto& a, const auto& b) {
-    return std::tie(a.first, a.second.name) < std::tie(b.first, b.second.name);
+    return std::tie(a.first, a.second->name) < std::tie(b.first, b.second->name);
   });
   std::vector<KernelDescriptor> kernels;
-  std::set<std::string> names;
-  for (auto& [position, kernel] : described) {
-    if (!names.insert(kernel.name).second) {
-      throw Error(ErrorKind::usage, 0, fmt::format("two built-in kernels are named '{}'", kernel.name));
-    }
-    kernels.push_back(std::move(kernel));
-  }
+  for (const auto& entry : described) kernels.push_back(*entry.second);
   return kernels;
 }
 
@@ -212,8 +252,8 @@ CatalogStore& catalog_store() {
 
 }  // namespace
 
-BuiltinKernel::BuiltinKernel(int position, KernelDescriptor (*describe)()) {
-  registrations().push_back({position, describe});
+BuiltinKernel::BuiltinKernel(int position, const char* name, KernelDescriptor (*describe)()) {
+  registrations().push_back({position, name, describe});
 }
 
 const std::vector<KernelDescriptor>& catalog() {
@@ -223,6 +263,7 @@ const std::vector<KernelDescriptor>& catalog() {
 }
 
 const KernelDescriptor& find_kernel(const std::string& name) {
+  if (const KernelDescriptor* builtin = described_builtin(name)) return *builtin;
   std::string known;
   for (const auto& kernel : catalog()) {
     if (kernel.name == name) return kernel;

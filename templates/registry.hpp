@@ -245,9 +245,10 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b);
 // links every object, also those that nothing else references. The catalog, and so `gmtune
 // list`, orders the built-ins by `position` (then by name), which keeps related kernels together
 // (softmax, rmsnorm, layernorm) whatever the link order; a new kernel takes an unused one.
-// `describe` runs on the first use of the catalog, not during static initialization.
+// `describe` runs on the first use of the kernel (find_kernel) or of the catalog, not during static
+// initialization; `name` must be the name it describes.
 struct BuiltinKernel {
-  BuiltinKernel(int position, KernelDescriptor (*describe)());
+  BuiltinKernel(int position, const char* name, KernelDescriptor (*describe)());
 };
 
 // Words of prefix_sum's workspace for n elements, the same for every configuration.

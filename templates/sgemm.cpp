@@ -122,7 +122,7 @@ KernelDescriptor sgemm_descriptor() {
   return d;
 }
 
-const BuiltinKernel registered(20, sgemm_descriptor);
+const BuiltinKernel registered(20, "sgemm", sgemm_descriptor);
 
 }  // namespace
 }  // namespace gmjit::templates

@@ -151,7 +151,7 @@ KernelDescriptor softmax_descriptor() {
   return d;
 }
 
-const BuiltinKernel registered(50, softmax_descriptor);
+const BuiltinKernel registered(50, "softmax", softmax_descriptor);
 
 }  // namespace
 }  // namespace gmjit::templates

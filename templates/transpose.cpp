@@ -68,7 +68,7 @@ KernelDescriptor transpose_descriptor() {
   return d;
 }
 
-const BuiltinKernel registered(40, transpose_descriptor);
+const BuiltinKernel registered(40, "transpose", transpose_descriptor);
 
 }  // namespace
 }  // namespace gmjit::templates

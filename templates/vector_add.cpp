@@ -48,7 +48,7 @@ KernelDescriptor vector_add_descriptor() {
   return d;
 }
 
-const BuiltinKernel registered(10, vector_add_descriptor);
+const BuiltinKernel registered(10, "vector_add", vector_add_descriptor);
 
 }  // namespace
 }  // namespace gmjit::templates

@@ -79,7 +79,7 @@ KernelDescriptor vector_sum_descriptor() {
   return d;
 }
 
-const BuiltinKernel registered(80, vector_sum_descriptor);
+const BuiltinKernel registered(80, "vector_sum", vector_sum_descriptor);
 
 }  // namespace
 }  // namespace gmjit::templates

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "cache/binaries.hpp"
+#include "cache/launch_index.hpp"
 #include "cache/keys.hpp"
 #include "codegen/compiler.hpp"
 #include "templates/registry.hpp"
@@ -98,6 +99,7 @@ TuneReport Recording::tune(Session& session, TuneOptions options) {
     const auto source = codegen::specialize(templates::find_kernel(tuned_.kernel), tuned_.shape, tuned_.dtype,
                                             best.config);
     cache::store_binary(store_, *codegen::shared_compiler().compile(source, arch_).module);
+    cache::try_publish_launch_index(store_);
   }
   return report;
 }

@@ -239,7 +239,10 @@ TEST_F(RuntimeGpu, HitPathLaunchesTheCachedWinnerFromTheBinaryCache) {
     context.synchronize();
     EXPECT_LE(o.error(), limit);
     const RuntimeStats first = runtime.stats();
-    EXPECT_EQ(first.db_lookups, before.db_lookups + 1);
+    // put_winner wrote no launch index: the first problem reads SQLite and has the index
+    // rewritten, and the second finds its winner there.
+    EXPECT_EQ(first.db_lookups + first.index_hits, before.db_lookups + before.index_hits + 1);
+    EXPECT_EQ(first.index_hits, std::string(kernel) == "sgemm" ? 1u : 0u);
     EXPECT_EQ(first.cache_hits, before.cache_hits + 1);
     EXPECT_EQ(first.loads, before.loads + 1);
 
@@ -411,6 +414,10 @@ TEST_F(RuntimeGpu, TheMissMessagesTuneCommandRecordsAWinnerTheRuntimeLaunches) {
   EXPECT_LE(v.error(), tolerance("vector_add", shape));
   const RuntimeStats s = runtime.stats();
   EXPECT_EQ(s.compiles, 0u) << "gmtune tune stored the winner's cubin";
+  // gmtune tune rewrote the launch index: winner and cubin came from it, SQLite stayed closed.
+  EXPECT_EQ(s.index_hits, 1u);
+  EXPECT_EQ(s.db_lookups, 0u);
+  EXPECT_TRUE(s.last_load.from_index);
   EXPECT_EQ(runtime.resolve("vector_add", shape).source, ConfigSource::cache);
 }
 

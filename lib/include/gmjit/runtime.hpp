@@ -130,6 +130,9 @@ struct LoadTimes {
   double prepare_us = 0;      ///< launch geometry, shared-memory opt-in, scalar arguments
   double launch_us = 0;       ///< the first cuLaunchKernel
   double total_us = 0;        ///< from launch() missing in memory to its return
+  /// The winner and its cubin came from the launch index beside the cache file, and SQLite was
+  /// not opened (cache_open_us is then the index's open).
+  bool from_index = false;
 };
 
 /// Counters since construction; each field is read atomically, the set is not a snapshot.
@@ -142,6 +145,7 @@ struct RuntimeStats {
   std::uint64_t tuned = 0;           ///< misses tuned in place
   std::uint64_t failed = 0;          ///< misses refused (MissPolicy::fail)
   std::uint64_t db_lookups = 0;      ///< winner queries against the cache file
+  std::uint64_t index_hits = 0;      ///< problems resolved from the launch index, without SQLite
   std::uint64_t compiles = 0;        ///< NVRTC compiles (the binary cache had no cubin)
   std::uint64_t loads = 0;           ///< modules loaded into the device's context
   std::uint64_t workspace_allocations = 0;  ///< workspace buffers allocated (first use on a stream, growth)
@@ -172,6 +176,13 @@ struct RuntimeStats {
 /// new one created at the same handle reuses the workspace: call release_workspaces() before
 /// destroying a stream whose launches may still run. The zeroing is enqueued on the launch's
 /// stream; capturing the first launch of a kernel on a stream into a CUDA graph captures it too.
+///
+/// The first launch of a problem reads the launch index beside the cache file (`<cache>.launch`),
+/// which `gmtune tune`, `sweep`, `import`, `merge` and `gc` rewrite after each change they commit:
+/// the problem's winner and the cubin of its compile key, read without opening SQLite (whose
+/// start costs a fresh process about 0.4 ms). A problem the index lacks, an index that is absent,
+/// damaged or written for another cache file, and a cubin the driver refuses all go to the cache
+/// itself, as before; a winner found there but not in the index has the index rewritten.
 class Runtime {
  public:
   explicit Runtime(RuntimeOptions options = {});

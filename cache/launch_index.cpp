@@ -1,0 +1,501 @@
+#include "cache/launch_index.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <string_view>
+#include <utility>
+
+#include "cache/fail.hpp"
+#include "cache/keys.hpp"
+#include "codegen/compiler.hpp"
+#include "core/log.hpp"
+#include "gmjit/error.hpp"
+#include "templates/registry.hpp"
+
+namespace gmjit::cache {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Native byte order throughout: the index never leaves the machine that wrote it (export and
+// import carry the SQLite rows); the magic's byte order check refuses a foreign one anyway.
+constexpr char kMagic[8] = {'G', 'M', 'J', 'I', 'T', 'L', 'X', '1'};
+constexpr std::uint32_t kFormat = 1;
+
+struct Header {
+  char magic[8];
+  std::uint32_t format;
+  std::uint32_t byte_order;  // 0x01020304 as written
+  std::uint64_t cache_device;
+  std::uint64_t cache_inode;
+  std::uint64_t tables_offset;
+  std::uint64_t tables_bytes;
+  std::uint64_t tables_hash;  // XXH3-64 of the tables
+  std::uint64_t header_hash;  // XXH3-64 of every field above
+};
+static_assert(sizeof(Header) == 64, "the header is read in one pread");
+
+std::uint64_t header_hash(const Header& h) { return XXH3_64bits(&h, offsetof(Header, header_hash)); }
+
+// An index describes one cache file; a replaced or quarantined cache is a new inode.
+// An emptied cache (SQLite reads a zero-length file as an empty database) has none.
+std::optional<std::pair<std::uint64_t, std::uint64_t>> file_identity(const fs::path& file) {
+  struct stat st {};
+  if (::stat(file.c_str(), &st) != 0 || st.st_size == 0) return std::nullopt;
+  return std::make_pair(static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino));
+}
+
+// Length-prefixed fields, in the order the tables list them.
+class Writer {
+ public:
+  void u32(std::uint32_t v) { raw(&v, sizeof(v)); }
+  void u64(std::uint64_t v) { raw(&v, sizeof(v)); }
+  void text(std::string_view s) {
+    u32(static_cast<std::uint32_t>(s.size()));
+    bytes_.append(s);
+  }
+  void assignments(const std::map<std::string, std::int64_t>& values) {
+    u32(static_cast<std::uint32_t>(values.size()));
+    for (const auto& [key, value] : values) {
+      text(key);
+      u64(static_cast<std::uint64_t>(value));
+    }
+  }
+  std::string& bytes() { return bytes_; }
+
+ private:
+  void raw(const void* p, std::size_t n) { bytes_.append(static_cast<const char*>(p), n); }
+  std::string bytes_;
+};
+
+// Reads what Writer wrote; any read past the end marks the reader bad and yields zeros, so a
+// damaged table (which its checksum already refused) can never read out of bounds.
+class Reader {
+ public:
+  explicit Reader(std::string_view bytes) : rest_(bytes) {}
+  bool ok() const { return ok_; }
+  std::uint32_t u32() { return fixed<std::uint32_t>(); }
+  std::uint64_t u64() { return fixed<std::uint64_t>(); }
+  std::string_view text() {
+    const std::uint32_t n = u32();
+    if (!ok_ || n > rest_.size()) return fail_view();
+    const std::string_view s = rest_.substr(0, n);
+    rest_.remove_prefix(n);
+    return s;
+  }
+  std::map<std::string, std::int64_t> assignments() {
+    std::map<std::string, std::int64_t> values;
+    const std::uint32_t n = u32();
+    for (std::uint32_t i = 0; ok_ && i < n; ++i) {
+      const std::string key(text());
+      values[key] = static_cast<std::int64_t>(u64());
+    }
+    return values;
+  }
+  void skip_assignments() {
+    const std::uint32_t n = u32();
+    for (std::uint32_t i = 0; ok_ && i < n; ++i) {
+      text();
+      u64();
+    }
+  }
+
+ private:
+  template <typename T>
+  T fixed() {
+    T v{};
+    if (!ok_ || rest_.size() < sizeof(T)) {
+      fail_view();
+      return v;
+    }
+    std::memcpy(&v, rest_.data(), sizeof(T));
+    rest_.remove_prefix(sizeof(T));
+    return v;
+  }
+  std::string_view fail_view() {
+    ok_ = false;
+    rest_ = {};
+    return {};
+  }
+  std::string_view rest_;
+  bool ok_ = true;
+};
+
+bool read_exactly(int fd, void* buffer, std::size_t n, std::uint64_t offset) {
+  auto* p = static_cast<char*>(buffer);
+  while (n > 0) {
+    const ssize_t got = ::pread(fd, p, n, static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return false;
+    p += got;
+    n -= static_cast<std::size_t>(got);
+    offset += static_cast<std::uint64_t>(got);
+  }
+  return true;
+}
+
+bool write_all(int fd, const char* p, std::size_t n) {
+  while (n > 0) {
+    const ssize_t put = ::write(fd, p, n);
+    if (put < 0 && errno == EINTR) continue;
+    if (put <= 0) return false;
+    p += put;
+    n -= static_cast<std::size_t>(put);
+  }
+  return true;
+}
+
+// The same log2 distance as Store::nearest_winner (shape_distance), on shapes already decoded.
+std::optional<double> log2_distance(const Shape& a, const Shape& b) {
+  if (a.size() != b.size()) return std::nullopt;
+  double sum = 0;
+  for (auto ia = a.begin(), ib = b.begin(); ia != a.end(); ++ia, ++ib) {
+    if (ia->first != ib->first || ia->second <= 0 || ib->second <= 0) return std::nullopt;
+    const double d = std::log2(static_cast<double>(ia->second)) - std::log2(static_cast<double>(ib->second));
+    sum += d * d;
+  }
+  return std::sqrt(sum);
+}
+
+class ScopedFd {
+ public:
+  explicit ScopedFd(int fd) : fd_(fd) {}
+  ~ScopedFd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  ScopedFd(const ScopedFd&) = delete;
+  ScopedFd& operator=(const ScopedFd&) = delete;
+  int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+fs::path launch_index_path(const fs::path& cache_file) {
+  fs::path index = cache_file;
+  index += ".launch";
+  return index;
+}
+
+std::optional<LaunchIndex> LaunchIndex::open(const fs::path& cache_file) {
+  const auto identity = file_identity(cache_file);
+  if (!identity) return std::nullopt;
+  const fs::path path = launch_index_path(cache_file);
+  ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (fd.get() < 0) return std::nullopt;
+  struct stat st {};
+  // The same trust as the cache's: a file someone else could have written is not served from.
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid() ||
+      (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    detail::logger().debug("launch index {} is not a private regular file of yours; reading the cache", path.string());
+    return std::nullopt;
+  }
+  Header h{};
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  if (size < sizeof(Header) || !read_exactly(fd.get(), &h, sizeof(h), 0) ||
+      std::memcmp(h.magic, kMagic, sizeof(kMagic)) != 0 || h.format != kFormat || h.byte_order != 0x01020304u ||
+      h.header_hash != header_hash(h)) {
+    detail::logger().debug("launch index {} is not one this library reads; reading the cache", path.string());
+    return std::nullopt;
+  }
+  if (h.cache_device != identity->first || h.cache_inode != identity->second) {
+    detail::logger().debug("launch index {} was written for another {}; reading the cache", path.string(),
+                           cache_file.string());
+    return std::nullopt;
+  }
+  if (h.tables_offset < sizeof(Header) || h.tables_offset > size || h.tables_bytes > size - h.tables_offset) {
+    return std::nullopt;
+  }
+  LaunchIndex index;
+  index.tables_.resize(h.tables_bytes);
+  if (!read_exactly(fd.get(), index.tables_.data(), index.tables_.size(), h.tables_offset) ||
+      XXH3_64bits(index.tables_.data(), index.tables_.size()) != h.tables_hash) {
+    detail::logger().warn("launch index {} is damaged; reading the cache (the next change to it rewrites the index)",
+                          path.string());
+    return std::nullopt;
+  }
+  index.file_size_ = size;
+  index.blobs_offset_ = h.tables_offset + h.tables_bytes;
+  index.fd_ = fd.release();
+  return index;
+}
+
+LaunchIndex::LaunchIndex(LaunchIndex&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)),
+      file_size_(other.file_size_),
+      blobs_offset_(other.blobs_offset_),
+      tables_(std::move(other.tables_)) {}
+
+LaunchIndex& LaunchIndex::operator=(LaunchIndex&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = std::exchange(other.fd_, -1);
+    file_size_ = other.file_size_;
+    blobs_offset_ = other.blobs_offset_;
+    tables_ = std::move(other.tables_);
+  }
+  return *this;
+}
+
+LaunchIndex::~LaunchIndex() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::size_t LaunchIndex::winner_count() const {
+  Reader r(tables_);
+  return r.u32();
+}
+
+std::size_t LaunchIndex::cubin_count() const {
+  Reader r(tables_);
+  const std::uint32_t winners = r.u32();
+  for (std::uint32_t i = 0; r.ok() && i < winners; ++i) {
+    for (int field = 0; field < 4; ++field) r.text();
+    r.skip_assignments();
+    r.skip_assignments();
+  }
+  return r.ok() ? r.u32() : 0;
+}
+
+std::optional<LaunchIndex::Winner> LaunchIndex::find_winner(const std::string& device_key,
+                                                            const std::string& problem_key) const {
+  Reader r(tables_);
+  const std::uint32_t winners = r.u32();
+  for (std::uint32_t i = 0; r.ok() && i < winners; ++i) {
+    const std::string_view device = r.text(), problem = r.text();
+    r.text();  // kernel
+    r.text();  // dtype
+    if (device != device_key || problem != problem_key) {
+      r.skip_assignments();
+      r.skip_assignments();
+      continue;
+    }
+    Winner w;
+    w.problem_key = problem_key;
+    w.shape = r.assignments();
+    w.config = r.assignments();
+    if (r.ok()) return w;
+  }
+  return std::nullopt;
+}
+
+std::optional<LaunchIndex::Winner> LaunchIndex::nearest_winner(const std::string& device_key,
+                                                               const std::string& kernel, const std::string& dtype,
+                                                               const Shape& shape) const {
+  std::optional<Winner> best;
+  Reader r(tables_);
+  const std::uint32_t winners = r.u32();
+  for (std::uint32_t i = 0; r.ok() && i < winners; ++i) {
+    const std::string_view device = r.text(), problem = r.text(), k = r.text(), d = r.text();
+    if (device != device_key || k != kernel || d != dtype) {
+      r.skip_assignments();
+      r.skip_assignments();
+      continue;
+    }
+    Shape tuned = r.assignments();
+    Config config = r.assignments();
+    const auto distance = log2_distance(shape, tuned);
+    if (!r.ok() || !distance) continue;
+    if (!best || *distance < best->distance || (*distance == best->distance && problem < best->problem_key)) {
+      best = Winner{std::string(problem), std::move(tuned), std::move(config), *distance};
+    }
+  }
+  return best;
+}
+
+LaunchIndex::MappedCubin::MappedCubin(void* mapping, std::size_t mapping_bytes, const char* data, std::size_t size,
+                                      std::string lowered_name)
+    : mapping_(mapping), mapping_bytes_(mapping_bytes), data_(data), size_(size), lowered_name_(std::move(lowered_name)) {}
+
+LaunchIndex::MappedCubin::MappedCubin(MappedCubin&& other) noexcept
+    : mapping_(std::exchange(other.mapping_, nullptr)),
+      mapping_bytes_(other.mapping_bytes_),
+      data_(other.data_),
+      size_(other.size_),
+      lowered_name_(std::move(other.lowered_name_)) {}
+
+LaunchIndex::MappedCubin::~MappedCubin() {
+  if (mapping_ != nullptr) ::munmap(mapping_, mapping_bytes_);
+}
+
+std::optional<LaunchIndex::MappedCubin> LaunchIndex::find_cubin(const std::string& compile_key) const {
+  Reader r(tables_);
+  const std::uint32_t winners = r.u32();
+  for (std::uint32_t i = 0; r.ok() && i < winners; ++i) {
+    for (int field = 0; field < 4; ++field) r.text();
+    r.skip_assignments();
+    r.skip_assignments();
+  }
+  const std::uint32_t cubins = r.u32();
+  for (std::uint32_t i = 0; r.ok() && i < cubins; ++i) {
+    const std::string_view key = r.text(), lowered = r.text();
+    const std::uint64_t offset = r.u64(), size = r.u64(), checksum = r.u64();
+    if (!r.ok() || key != compile_key) continue;
+    if (size == 0 || offset > file_size_ - blobs_offset_ || size > file_size_ - blobs_offset_ - offset) {
+      return std::nullopt;
+    }
+    const std::uint64_t start = blobs_offset_ + offset;
+    const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+    const std::uint64_t map_start = start - start % page;
+    const std::size_t map_bytes = static_cast<std::size_t>(start + size - map_start);
+    // Private and read-only: a rewrite of the index renames a new file over it, never writes this one.
+    void* mapping = ::mmap(nullptr, map_bytes, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd_, static_cast<off_t>(map_start));
+    if (mapping == MAP_FAILED) return std::nullopt;
+    MappedCubin cubin(mapping, map_bytes, static_cast<const char*>(mapping) + (start - map_start),
+                      static_cast<std::size_t>(size), std::string(lowered));
+    if (XXH3_64bits(cubin.data(), cubin.size()) != checksum) {
+      detail::logger().warn("launch index: the cubin of {} fails its checksum; reading the cache", compile_key);
+      return std::nullopt;
+    }
+    return cubin;
+  }
+  return std::nullopt;
+}
+
+PublishedIndex publish_launch_index(Store& store) {
+  const fs::path index_path = launch_index_path(store.path());
+  fs::path lock_path = index_path;
+  lock_path += ".lock";
+  ScopedFd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (lock.get() < 0) {
+    const int err = errno;
+    GMJIT_CACHE_FAIL(err, "open", "cannot open launch index lock {}: {}", lock_path.string(), std::strerror(err));
+  }
+  // Writers take turns and each reads the cache only once it holds the lock, so whichever renames
+  // last has seen every commit made before it took the lock.
+  while (::flock(lock.get(), LOCK_EX) != 0) {
+    if (errno != EINTR) {
+      const int err = errno;
+      GMJIT_CACHE_FAIL(err, "flock", "cannot lock {}: {}", lock_path.string(), std::strerror(err));
+    }
+  }
+  const auto identity = file_identity(store.path());
+  if (!identity) {
+    const int err = errno;
+    GMJIT_CACHE_FAIL(err, "stat", "cannot inspect cache {}: {}", store.path().string(), std::strerror(err));
+  }
+
+  PublishedIndex published;
+  Writer winners_table;
+  struct Blob {
+    std::string compile_key, lowered_name;
+    std::vector<char> cubin;
+  };
+  std::map<std::string, Blob> blobs;  // by compile key: winners of several shapes share cubins
+  std::uint32_t winner_rows = 0;
+  for (const auto& w : store.winners()) {
+    Shape shape;
+    Config config;
+    codegen::GeneratedSource source;
+    try {
+      const auto& kernel = templates::find_kernel(w.kernel);
+      shape = nlohmann::json::parse(w.shape_json).get<Shape>();
+      config = nlohmann::json::parse(w.config_json).get<Config>();
+      // A winner of an older template text has a key no launch computes now; its cubin would be
+      // the new text's, so it must not be listed.
+      if (problem_key(w.kernel, templates::template_hash(kernel.header), w.dtype, kRowMajor, shape) != w.problem_key) {
+        ++published.skipped;
+        continue;
+      }
+      source = codegen::specialize(kernel, shape, w.dtype, config);
+    } catch (const std::exception& e) {
+      detail::logger().debug("launch index: leaving out {} {} {}: {}", w.kernel, w.dtype, w.shape_json, e.what());
+      ++published.skipped;
+      continue;
+    }
+    winners_table.text(w.device_key);
+    winners_table.text(w.problem_key);
+    winners_table.text(w.kernel);
+    winners_table.text(w.dtype);
+    winners_table.assignments(shape);
+    winners_table.assignments(config);
+    ++winner_rows;
+    const std::string key = codegen::compile_key(source, w.device_arch);
+    if (blobs.count(key) != 0) continue;
+    if (auto cubin = store.get_cubin(key); cubin && !cubin->lowered_name.empty()) {
+      blobs.emplace(key, Blob{key, std::move(cubin->lowered_name), std::move(cubin->cubin)});
+    }
+  }
+  published.winners = winner_rows;
+  published.cubins = blobs.size();
+
+  // Layout: header, tables, then the cubins, at offsets counted from the end of the tables.
+  Writer tables;
+  tables.u32(winner_rows);
+  tables.bytes() += winners_table.bytes();
+  tables.u32(static_cast<std::uint32_t>(blobs.size()));
+  std::uint64_t offset = 0;
+  for (const auto& [key, blob] : blobs) {
+    tables.text(key);
+    tables.text(blob.lowered_name);
+    tables.u64(offset);
+    tables.u64(blob.cubin.size());
+    tables.u64(XXH3_64bits(blob.cubin.data(), blob.cubin.size()));
+    offset += blob.cubin.size();
+  }
+
+  Header h{};
+  std::memcpy(h.magic, kMagic, sizeof(kMagic));
+  h.format = kFormat;
+  h.byte_order = 0x01020304u;
+  h.cache_device = identity->first;
+  h.cache_inode = identity->second;
+  h.tables_offset = sizeof(Header);
+  h.tables_bytes = tables.bytes().size();
+  h.tables_hash = XXH3_64bits(tables.bytes().data(), tables.bytes().size());
+  h.header_hash = header_hash(h);
+
+  fs::path temporary = index_path;
+  temporary += fmt::format(".tmp.{}", ::getpid());
+  ScopedFd out(::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (out.get() < 0) {
+    const int err = errno;
+    GMJIT_CACHE_FAIL(err, "open", "cannot write launch index {}: {}", temporary.string(), std::strerror(err));
+  }
+  bool written = ::fchmod(out.get(), 0600) == 0 &&
+                 write_all(out.get(), reinterpret_cast<const char*>(&h), sizeof(h)) &&
+                 write_all(out.get(), tables.bytes().data(), tables.bytes().size());
+  for (const auto& [key, blob] : blobs) {
+    written = written && write_all(out.get(), blob.cubin.data(), blob.cubin.size());
+  }
+  const int err = errno;
+  if (!written || ::close(out.release()) != 0 || ::rename(temporary.c_str(), index_path.c_str()) != 0) {
+    const int rename_err = errno;
+    ::unlink(temporary.c_str());
+    GMJIT_CACHE_FAIL(written ? rename_err : err, "write", "cannot write launch index {}: {}", index_path.string(),
+                     std::strerror(written ? rename_err : err));
+  }
+  detail::logger().debug("launch index {}: {} winners, {} cubins, {} left out", index_path.string(), published.winners,
+                         published.cubins, published.skipped);
+  return published;
+}
+
+void try_publish_launch_index(Store& store) {
+  try {
+    publish_launch_index(store);
+  } catch (const std::exception& e) {
+    detail::logger().warn("could not update the launch index of {} ({}); launches read the cache instead",
+                          store.path().string(), e.what());
+  }
+}
+
+}  // namespace gmjit::cache

@@ -1,0 +1,115 @@
+#pragma once
+// The launch index: a read-only picture of a cache's winners and their cubins, written beside the
+// SQLite file (`<cache>.launch`) by every process that changes winners or binaries, so that a
+// process's first launch finds its kernel with two preads instead of a SQLite connection. Opening
+// SQLite in a fresh process costs about 430 us (library initialisation, schema parse, the -wal and
+// -shm set up; bench/NOTES.md), the whole budget of a first launch.
+//
+// The index is derived data: the SQLite file stays the record. What it may serve is bounded by the
+// same keys: a winner by (device fingerprint, problem key), which covers the template's bytes; a
+// cubin by compile key, which the reader computes itself. It is only ever behind the cache, never
+// wrong: a writer republishes after each change it commits, under a lock, reading the cache after
+// taking the lock, so the last rename reflects every commit before it. An index written for
+// another file (the cache replaced or quarantined: another inode), damaged (a checksum over its
+// tables, one over each cubin), or not the reader's own (owner, group- or world-writable) is
+// ignored, and the reader goes to SQLite. The Store removes the index when it creates a cache
+// file, since a new file may reuse the old one's inode. Bytes copied over the cache file in place
+// (same inode) are not seen until the next rewrite: the index then serves the earlier winners,
+// which are still valid for their keys.
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cache/store.hpp"
+#include "gmjit/types.hpp"
+
+namespace gmjit::cache {
+
+std::filesystem::path launch_index_path(const std::filesystem::path& cache_file);
+
+class LaunchIndex {
+ public:
+  struct Winner {
+    std::string problem_key;
+    Shape shape;
+    Config config;
+    double distance = 0;  // from the requested shape (nearest_winner); 0 for an exact match
+  };
+
+  // nullopt when there is no usable index for `cache_file` (absent, damaged, stale by inode, not
+  // the caller's own); never throws for the index's sake.
+  static std::optional<LaunchIndex> open(const std::filesystem::path& cache_file);
+
+  LaunchIndex(LaunchIndex&& other) noexcept;
+  LaunchIndex& operator=(LaunchIndex&& other) noexcept;
+  LaunchIndex(const LaunchIndex&) = delete;
+  LaunchIndex& operator=(const LaunchIndex&) = delete;
+  ~LaunchIndex();
+
+  std::optional<Winner> find_winner(const std::string& device_key, const std::string& problem_key) const;
+  // As Store::nearest_winner, over the winners of the index.
+  std::optional<Winner> nearest_winner(const std::string& device_key, const std::string& kernel,
+                                       const std::string& dtype, const Shape& shape) const;
+  // A cubin as mapped from the index file: the page cache's pages, no copy (a 161 KiB cubin
+  // cost 100 us to read into a fresh vector in a fresh process, mostly page faults).
+  class MappedCubin {
+   public:
+    MappedCubin(void* mapping, std::size_t mapping_bytes, const char* data, std::size_t size, std::string lowered_name);
+    MappedCubin(MappedCubin&& other) noexcept;
+    MappedCubin& operator=(MappedCubin&&) = delete;
+    MappedCubin(const MappedCubin&) = delete;
+    MappedCubin& operator=(const MappedCubin&) = delete;
+    ~MappedCubin();
+    const char* data() const { return data_; }
+    std::size_t size() const { return size_; }
+    const std::string& lowered_name() const { return lowered_name_; }
+    std::vector<char> bytes() const { return {data_, data_ + size_}; }
+
+   private:
+    void* mapping_;
+    std::size_t mapping_bytes_;
+    const char* data_;
+    std::size_t size_;
+    std::string lowered_name_;
+  };
+  // The cubin of `compile_key`, its checksum verified; nullopt when absent or damaged.
+  std::optional<MappedCubin> find_cubin(const std::string& compile_key) const;
+
+  std::size_t winner_count() const;
+  std::size_t cubin_count() const;
+
+ private:
+  LaunchIndex() = default;
+
+  int fd_ = -1;
+  std::uint64_t file_size_ = 0;
+  std::uint64_t blobs_offset_ = 0;  // where the cubins start; the tables give offsets from here
+  // The tables as read (checksum verified), walked on each lookup: a process looks up a problem
+  // once, and decoding only what a lookup matches keeps open() to two preads.
+  std::string tables_;
+};
+
+// What publish_launch_index wrote.
+struct PublishedIndex {
+  std::size_t winners = 0;
+  std::size_t cubins = 0;
+  // Winners left out: their kernel is not registered in this process (a user kernel), or their
+  // problem key was made with another version of its template.
+  std::size_t skipped = 0;
+};
+
+// Rewrites the launch index of `store` from its winners and the cubins their configurations
+// compile to (for the winner's own shape and its device's arch), atomically (a temporary file,
+// then rename) under an exclusive lock on `<index>.lock`. Call it after committing a change to
+// winners or binaries. Throws Error(cache) when the index cannot be written; the cache is
+// untouched either way.
+PublishedIndex publish_launch_index(Store& store);
+
+// publish_launch_index for callers whose own work is done: a failure is a warning, since the
+// index only saves time.
+void try_publish_launch_index(Store& store);
+
+}  // namespace gmjit::cache
