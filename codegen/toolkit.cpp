@@ -20,18 +20,26 @@
 namespace gmjit::codegen {
 namespace fs = std::filesystem;
 
+// A first launch computes a compile key, whose options name this directory: access(2) rather
+// than std::filesystem, whose first use in a process cost 65-120 us here against 2 for the call.
 const std::string& cuda_include_dir() {
   static const std::string dir = [] {
+    auto has_headers = [](const std::string& include) { return ::access((include + "/cuda_fp16.h").c_str(), R_OK) == 0; };
+    const char* const vars[] = {"CUDA_HOME", "CUDA_PATH"};
+    for (const char* var : vars) {
+      const char* value = std::getenv(var);
+      if (value != nullptr && *value != '\0' && has_headers(std::string(value) + "/include")) {
+        return std::string(value) + "/include";
+      }
+    }
+    if (has_headers("/usr/local/cuda/include")) return std::string("/usr/local/cuda/include");
     std::vector<std::string> tried;
-    for (const char* var : {"CUDA_HOME", "CUDA_PATH"}) {
+    for (const char* var : vars) {
       if (const char* value = std::getenv(var); value != nullptr && *value != '\0') {
         tried.push_back(fmt::format("${}={}", var, value));
-        const fs::path include = fs::path(value) / "include";
-        if (fs::exists(include / "cuda_fp16.h")) return include.string();
       }
     }
     tried.emplace_back("/usr/local/cuda");
-    if (fs::exists("/usr/local/cuda/include/cuda_fp16.h")) return std::string("/usr/local/cuda/include");
     throw Error(ErrorKind::compile, 0,
                 fmt::format("no CUDA toolkit headers found (tried {}); set CUDA_HOME to the toolkit",
                             fmt::join(tried, ", ")));

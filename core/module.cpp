@@ -5,34 +5,41 @@
 namespace gmjit::detail {
 
 Kernel::Kernel(CUfunction function, std::string lowered_name)
-    : function_(function), lowered_name_(std::move(lowered_name)) {
-  const auto& api = driver();
-  auto attribute = [&](CUfunction_attribute which) {
-    int value = 0;
-    GMJIT_CU(api.cuFuncGetAttribute(&value, which, function_));
-    return value;
-  };
-  attributes_.registers = attribute(CU_FUNC_ATTRIBUTE_NUM_REGS);
-  attributes_.static_shared_bytes = attribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES);
-  attributes_.local_bytes = attribute(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES);
-  attributes_.const_bytes = attribute(CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES);
-  attributes_.max_threads_per_block = attribute(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
-  attributes_.binary_version = attribute(CU_FUNC_ATTRIBUTE_BINARY_VERSION);
+    : function_(function), lowered_name_(std::move(lowered_name)) {}
+
+const KernelAttributes& Kernel::attributes() const {
+  std::call_once(attributes_->queried, [this] {
+    const auto& api = driver();
+    auto attribute = [&](CUfunction_attribute which) {
+      int value = 0;
+      GMJIT_CU(api.cuFuncGetAttribute(&value, which, function_));
+      return value;
+    };
+    KernelAttributes& a = attributes_->values;
+    a.registers = attribute(CU_FUNC_ATTRIBUTE_NUM_REGS);
+    a.static_shared_bytes = attribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES);
+    a.local_bytes = attribute(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES);
+    a.const_bytes = attribute(CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES);
+    a.max_threads_per_block = attribute(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+    a.binary_version = attribute(CU_FUNC_ATTRIBUTE_BINARY_VERSION);
+  });
+  return attributes_->values;
 }
 
 void Kernel::reserve_dynamic_shared(unsigned bytes) {
   if (bytes <= reserved_dynamic_shared_) return;
+  const int static_shared_bytes = attributes().static_shared_bytes;
   const auto& api = driver();
   CUdevice device = 0;
   int optin = 0;
   GMJIT_CU(api.cuCtxGetDevice(&device));
   GMJIT_CU(api.cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, device));
-  const long long total = static_cast<long long>(bytes) + attributes_.static_shared_bytes;
+  const long long total = static_cast<long long>(bytes) + static_shared_bytes;
   if (total > optin) {
     throw Error(ErrorKind::device_limit, 0,
                 fmt::format("{}: {} bytes of shared memory per block ({} static + {} dynamic) exceed the "
                             "device's opt-in limit of {}",
-                            lowered_name_, total, attributes_.static_shared_bytes, bytes, optin));
+                            lowered_name_, total, static_shared_bytes, bytes, optin));
   }
   // The 48 KB a block gets without opting in covers static and dynamic shared memory together.
   if (total > 48 * 1024) {
@@ -60,14 +67,25 @@ Kernel Module::kernel(const std::string& lowered_name) const {
   return Kernel(function, lowered_name);
 }
 
+namespace {
+
+// Every device since sm_20 caps a block at 1024 threads; what a kernel's registers or launch bounds
+// allow below that is asked of the driver only when a launch fails, so a first launch does not
+// pay for the query.
+constexpr std::uint64_t kMaxThreadsPerBlock = 1024;
+
+Error too_many_threads(const Kernel& kernel, std::uint64_t threads) {
+  return Error(ErrorKind::device_limit, 0,
+               fmt::format("{}: {} threads per block, the compiled kernel allows 1..{} (registers: {})",
+                           kernel.lowered_name(), threads, kernel.attributes().max_threads_per_block,
+                           kernel.attributes().registers));
+}
+
+}  // namespace
+
 void prepare_launch(Kernel& kernel, const LaunchGeometry& geometry) {
   const auto threads = geometry.threads_per_block();
-  const auto limit = static_cast<std::uint64_t>(kernel.attributes().max_threads_per_block);
-  if (threads == 0 || threads > limit) {
-    throw Error(ErrorKind::device_limit, 0,
-                fmt::format("{}: {} threads per block, the compiled kernel allows 1..{} (registers: {})",
-                            kernel.lowered_name(), threads, limit, kernel.attributes().registers));
-  }
+  if (threads == 0 || threads > kMaxThreadsPerBlock) throw too_many_threads(kernel, threads);
   if (geometry.grid[0] == 0 || geometry.grid[1] == 0 || geometry.grid[2] == 0) {
     throw Error(ErrorKind::launch, 0, kernel.lowered_name() + ": empty grid");
   }
@@ -79,6 +97,10 @@ void launch_prepared(const Kernel& kernel, const LaunchGeometry& geometry, void*
       kernel.get(), geometry.grid[0], geometry.grid[1], geometry.grid[2], geometry.block[0], geometry.block[1],
       geometry.block[2], geometry.dynamic_shared_bytes, stream, args, nullptr);
   if (result != CUDA_SUCCESS) {
+    const auto threads = geometry.threads_per_block();
+    if (threads > static_cast<std::uint64_t>(kernel.attributes().max_threads_per_block)) {
+      throw too_many_threads(kernel, threads);
+    }
     throw Error(ErrorKind::launch, result, cu_error_string(result) + " launching " + kernel.lowered_name(),
                 "cuLaunchKernel", __FILE__, __LINE__);
   }
