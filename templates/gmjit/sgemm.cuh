@@ -309,4 +309,262 @@ __global__ void __launch_bounds__((kBM / kTM) * (kBN / kTN))
   }
 }
 
+// ------------------------------------------------------------------------------------------------
+// Warp-tiled variant (the SGEMM_CUDA kernel 10 design, plus register double buffering): a block
+// computes a kBM x kBN tile of C with 4 or 8 warps; each warp owns a kWM x kWN piece of it, and
+// each thread a kTM x kTN sub-tile of its warp's piece, held as (kTM/4) x (kTN/4) pieces of 4 x 4
+// ("warp sub-iterations") spaced a warp sub-tile apart. A warp's 32 threads are laid out
+// kRowsT x kColsT (4 x 8 or 8 x 4), lane = row * kColsT + col, so the eight lanes of a quarter warp
+// read at most two float4 of A^T and eight consecutive float4 of B per k: no bank conflicts.
+//
+// Per k a thread does kTM * kTN FFMA for (kTM + kTN) / 4 LDS.128 (8 x 16: 128 FFMA per 6 loads,
+// 8 x 8: 64 per 4). The fragments of k + 1 are read from shared memory into a second register
+// buffer while those of k feed the FMAs, and the last k of a tile reads k = 0 of the next tile
+// from the other shared-memory stage, so shared-memory latency stays off the FMA chain. Global
+// loads of the next k-tile go to registers (16-byte loads) at the start of a tile and to the
+// other stage before its last k: one __syncthreads per k-tile.
+//
+// Shared memory is dynamic (two stages of [A^T: kBK x (kBM + kAPad)][B: kBK x kBN] floats,
+// 24.8 KiB at 128 x 256 x 8, above 48 KiB from 128 x 256 x 16 on), so the launch opts in.
+// Only 16-byte global accesses: the caller guarantees K % 4 == 0, N % 4 == 0 and 16-byte aligned
+// A, B, C; M, N and K tails are handled (kEvenTiles = false) by zero-filled loads and guarded
+// stores.
+
+namespace sgemm_detail {
+
+__host__ __device__ constexpr int warp_smem_bytes(int bm, int bn, int bk) {
+  return 2 * stage_floats(bm, bn, bk) * static_cast<int>(sizeof(float));
+}
+
+// Blocks per SM the register file must hold, for __launch_bounds__: two blocks of 256 threads
+// (or four of 128) at up to 128 registers for 64 accumulators, one block of 256 (two of 128) for
+// 128 accumulators. 65536 registers per SM on sm_90 (CUDA C Programming Guide, table of
+// technical specifications per compute capability).
+__host__ __device__ constexpr int warp_min_blocks(int threads, int accumulators) {
+  return accumulators <= 64 ? 65536 / (threads * 128) : 65536 / (threads * 256);
+}
+
+}  // namespace sgemm_detail
+
+// C (MxN) = A (MxK) * B (KxN), all row-major fp32, fp32 accumulation. Block = (kBM/kTM)*(kBN/kTN)
+// threads (128 or 256), 1-D threadIdx.x. Grid: x = ceil(N / kBN), y = ceil(M / kBM). Dynamic
+// shared memory: sgemm_detail::warp_smem_bytes(kBM, kBN, kBK).
+// The caller guarantees K % 4 == 0, N % 4 == 0 and 16-byte aligned A, B, C.
+// kEvenTiles: the caller guarantees M % kBM == 0, N % kBN == 0, K % kBK == 0.
+// Always: kBM * K and kBK * N below 2^31 (in-tile offsets are 32-bit).
+template <int kBM, int kBN, int kBK, int kWM, int kTM, int kTN, bool kEvenTiles>
+__global__ void __launch_bounds__((kBM / kTM) * (kBN / kTN),
+                                  sgemm_detail::warp_min_blocks((kBM / kTM) * (kBN / kTN), kTM * kTN))
+    sgemm_warp(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, int M,
+               int N, int K) {
+  using namespace sgemm_detail;
+
+  static_assert(kBM == 64 || kBM == 128 || kBM == 256, "sgemm_warp: kBM must be 64, 128 or 256");
+  static_assert(kBN == 64 || kBN == 128 || kBN == 256, "sgemm_warp: kBN must be 64, 128 or 256");
+  static_assert(kBK == 8 || kBK == 16 || kBK == 32, "sgemm_warp: kBK must be 8, 16 or 32");
+  static_assert(kTM == 8, "sgemm_warp: kTM must be 8");
+  static_assert(kTN == 8 || kTN == 16, "sgemm_warp: kTN must be 8 or 16");
+
+  constexpr int kThreads = (kBM / kTM) * (kBN / kTN);
+  static_assert(kThreads == 128 || kThreads == 256, "sgemm_warp: (kBM/kTM)*(kBN/kTN) must be 128 or 256");
+  constexpr int kWN = 32 * kTM * kTN / kWM;
+  constexpr int kRowsT = kWM / kTM;
+  constexpr int kColsT = 32 / kRowsT;
+  static_assert(kRowsT == 4 || kRowsT == 8, "sgemm_warp: a warp is 4 x 8 or 8 x 4 threads (kWM = 4 or 8 kTM)");
+  static_assert(kBM % kWM == 0 && kBN % kWN == 0, "sgemm_warp: warp tiles must divide the block tile");
+  constexpr int kWarpsN = kBN / kWN;
+  static_assert((kBM / kWM) * kWarpsN * 32 == kThreads, "sgemm_warp: warp tiles must cover the block tile");
+  constexpr int kMIter = kTM / 4;
+  constexpr int kNIter = kTN / 4;
+  constexpr int kMSub = kRowsT * 4;  // rows of a warp sub-tile
+  constexpr int kNSub = kColsT * 4;  // columns of a warp sub-tile
+
+  constexpr int kAStride = kBM + kAPad;
+  constexpr int kStageFloats = stage_floats(kBM, kBN, kBK);
+  // A tile: as in sgemm, consecutive thread pairs cover 8 consecutive k (one 32-byte sector) of a
+  // row, then the next rows; a warp's transposing scalar stores then hit 32 banks (kAStride is 4
+  // banks off a multiple of 32, and the pair's halves are 16 banks apart).
+  constexpr int kARun = 2;
+  constexpr int kARowStep = kThreads / kARun;
+  constexpr int kAAccesses = kBM * kBK / 4;
+  constexpr int kAPasses = (kAAccesses + kThreads - 1) / kThreads;
+  constexpr int kBRow = kBN / 4;
+  constexpr int kBAccesses = kBK * kBN / 4;
+  constexpr int kBPasses = (kBAccesses + kThreads - 1) / kThreads;
+  static_assert(kAAccesses % kThreads == 0 || kAPasses == 1, "sgemm_warp: uneven A passes");
+  static_assert(kBAccesses % kThreads == 0 || kBPasses == 1, "sgemm_warp: uneven B passes");
+
+  extern __shared__ __align__(16) float sgemm_warp_smem[];
+  float* const smem = sgemm_warp_smem;
+
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const int block_m = static_cast<int>(blockIdx.y) * kBM;
+  const int block_n = static_cast<int>(blockIdx.x) * kBN;
+
+  using ASplit = PassSplit<kARowStep, kBM>;
+  using BSplit = PassSplit<kThreads, kBRow>;
+  const int a_group = tid / kARun;
+  const int a_m0 = ASplit::mod_base(a_group);
+  const int a_k0 = ASplit::div_base(a_group) * 8 + (tid % kARun) * 4;
+  const int b_k0 = BSplit::div_base(tid);
+  const int b_n0 = BSplit::mod_base(tid) * 4;
+  const bool a_moves = kAAccesses % kThreads == 0 || tid < kAAccesses;
+  const bool b_moves = kBAccesses % kThreads == 0 || tid < kBAccesses;
+  const int rows_left = M - block_m;
+  const int cols_left = N - block_n;
+
+  const float* __restrict__ a_thread = A + static_cast<long long>(block_m + a_m0) * K + a_k0;
+  const float* __restrict__ b_thread = B + static_cast<long long>(b_k0) * N + block_n + b_n0;
+
+  float4 a_next[kAPasses];
+  float4 b_next[kBPasses];
+
+  // Predicated rather than branched, as in sgemm, so the loads stay ahead of the FMAs.
+  auto load_tile = [&](int tile, bool valid) {
+    const int k0 = tile * kBK;
+    const int k_left = K - k0;
+    const float* __restrict__ a_tile = a_thread + k0;
+    const float* __restrict__ b_tile = b_thread + static_cast<long long>(k0) * N;
+#pragma unroll
+    for (int p = 0; p < kAPasses; ++p) {
+      const int dm = ASplit::mod_step(p);
+      const int dk = ASplit::div_step(p) * 8;
+      // K % 4 == 0, so a float4 starting inside K lies wholly inside.
+      const bool ok = valid && a_moves && (kEvenTiles || (a_m0 + dm < rows_left && a_k0 + dk < k_left));
+      a_next[p] = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (ok) a_next[p] = __ldg(reinterpret_cast<const float4*>(a_tile + (dm * K + dk)));
+    }
+#pragma unroll
+    for (int p = 0; p < kBPasses; ++p) {
+      const int dk = BSplit::div_step(p);
+      const int dn = BSplit::mod_step(p) * 4;
+      const bool ok = valid && b_moves && (kEvenTiles || (b_k0 + dk < k_left && b_n0 + dn < cols_left));
+      b_next[p] = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (ok) b_next[p] = __ldg(reinterpret_cast<const float4*>(b_tile + (dk * N + dn)));
+    }
+  };
+
+  auto store_tile = [&](int stage) {
+    float* __restrict__ as = smem + stage * kStageFloats + a_k0 * kAStride + a_m0;
+    float* __restrict__ bs = smem + stage * kStageFloats + kBK * kAStride + b_k0 * kBN + b_n0;
+    if (a_moves) {
+#pragma unroll
+      for (int p = 0; p < kAPasses; ++p) {
+        const int dm = ASplit::mod_step(p);
+        const int dk = ASplit::div_step(p) * 8;
+        as[(dk + 0) * kAStride + dm] = a_next[p].x;
+        as[(dk + 1) * kAStride + dm] = a_next[p].y;
+        as[(dk + 2) * kAStride + dm] = a_next[p].z;
+        as[(dk + 3) * kAStride + dm] = a_next[p].w;
+      }
+    }
+    if (b_moves) {
+#pragma unroll
+      for (int p = 0; p < kBPasses; ++p) {
+        const int dk = BSplit::div_step(p);
+        const int dn = BSplit::mod_step(p) * 4;
+        *reinterpret_cast<float4*>(bs + dk * kBN + dn) = b_next[p];
+      }
+    }
+  };
+
+  // This thread's first fragment element in a stage: row warp_m + tr * 4 of A^T's k-row, column
+  // warp_n + tc * 4 of B's; sub-iterations add kMSub rows and kNSub columns.
+  const int warp_m = (warp / kWarpsN) * kWM;
+  const int warp_n = (warp % kWarpsN) * kWN;
+  const int tr = lane / kColsT;
+  const int tc = lane % kColsT;
+  const int a_read = warp_m + tr * 4;
+  const int b_read = kBK * kAStride + warp_n + tc * 4;
+
+  float a_frag[2][kTM];
+  float b_frag[2][kTN];
+  auto load_frag = [&](int buf, int stage, int k) {
+    const float* __restrict__ as = smem + stage * kStageFloats + k * kAStride + a_read;
+    const float* __restrict__ bs = smem + stage * kStageFloats + k * kBN + b_read;
+#pragma unroll
+    for (int i = 0; i < kMIter; ++i) {
+      const float4 v = *reinterpret_cast<const float4*>(as + i * kMSub);
+      a_frag[buf][i * 4 + 0] = v.x;
+      a_frag[buf][i * 4 + 1] = v.y;
+      a_frag[buf][i * 4 + 2] = v.z;
+      a_frag[buf][i * 4 + 3] = v.w;
+    }
+#pragma unroll
+    for (int j = 0; j < kNIter; ++j) {
+      const float4 v = *reinterpret_cast<const float4*>(bs + j * kNSub);
+      b_frag[buf][j * 4 + 0] = v.x;
+      b_frag[buf][j * 4 + 1] = v.y;
+      b_frag[buf][j * 4 + 2] = v.z;
+      b_frag[buf][j * 4 + 3] = v.w;
+    }
+  };
+
+  float acc[kTM][kTN];
+#pragma unroll
+  for (int i = 0; i < kTM; ++i) {
+#pragma unroll
+    for (int j = 0; j < kTN; ++j) acc[i][j] = 0.f;
+  }
+
+  // K >= 1, so there is at least one k-tile.
+  const int num_tiles = kEvenTiles ? K / kBK : (K + kBK - 1) / kBK;
+  load_tile(0, true);
+  store_tile(0);
+  __syncthreads();
+  load_frag(0, 0, 0);
+
+  // One k-tile: the next tile's global loads go out first; each k reads k + 1's fragments before
+  // its FMAs; before the last k the next tile is published to the other stage (last read before
+  // the previous tile's barrier) and its k = 0 fragments are read from there. kBK is even, so
+  // a tile always starts from fragment buffer 0. `has_next` is uniform across the block.
+  auto step = [&](int tile, int stage) {
+    const bool has_next = tile + 1 < num_tiles;
+    load_tile(tile + 1, has_next);
+#pragma unroll
+    for (int k = 0; k < kBK; ++k) {
+      if (k + 1 < kBK) {
+        load_frag((k + 1) & 1, stage, k + 1);
+      } else if (has_next) {
+        store_tile(stage ^ 1);
+        __syncthreads();
+        load_frag(0, stage ^ 1, 0);
+      }
+#pragma unroll
+      for (int i = 0; i < kTM; ++i) {
+#pragma unroll
+        for (int j = 0; j < kTN; ++j) acc[i][j] = fmaf(a_frag[k & 1][i], b_frag[k & 1][j], acc[i][j]);
+      }
+    }
+  };
+  // Unrolled by two so each step's stage, and with it every shared-memory offset, is a
+  // compile-time constant.
+  for (int tile = 0; tile < num_tiles; tile += 2) {
+    step(tile, 0);
+    if (tile + 1 < num_tiles) step(tile + 1, 1);
+  }
+
+#pragma unroll
+  for (int i = 0; i < kMIter; ++i) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int row = block_m + warp_m + i * kMSub + tr * 4 + e;
+      if (!kEvenTiles && row >= M) continue;
+      float* __restrict__ c_row = C + static_cast<long long>(row) * N;
+#pragma unroll
+      for (int j = 0; j < kNIter; ++j) {
+        const int col = block_n + warp_n + j * kNSub + tc * 4;
+        // N % 4 == 0, so a float4 starting inside N lies wholly inside.
+        if (kEvenTiles || col < N) {
+          *reinterpret_cast<float4*>(c_row + col) =
+              make_float4(acc[i * 4 + e][j * 4 + 0], acc[i * 4 + e][j * 4 + 1], acc[i * 4 + e][j * 4 + 2],
+                          acc[i * 4 + e][j * 4 + 3]);
+        }
+      }
+    }
+  }
+}
+
 }  // namespace gmjit
