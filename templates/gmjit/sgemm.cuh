@@ -320,9 +320,10 @@ __global__ void __launch_bounds__((kBM / kTM) * (kBN / kTN))
 // Per k a thread does kTM * kTN FFMA for (kTM + kTN) / 4 LDS.128 (8 x 16: 128 FFMA per 6 loads,
 // 8 x 8: 64 per 4). The fragments of k + 1 are read from shared memory into a second register
 // buffer while those of k feed the FMAs, and the last k of a tile reads k = 0 of the next tile
-// from the other shared-memory stage, so shared-memory latency stays off the FMA chain. Global
-// loads of the next k-tile go to registers (16-byte loads) at the start of a tile and to the
-// other stage before its last k: one __syncthreads per k-tile.
+// from the other shared-memory stage, so shared-memory latency stays off the FMA chain. The next
+// k-tile is copied from global memory into the other stage by cp.async (16-byte copies of B,
+// 4-byte ones of A, which is stored transposed) at the start of a tile, and waited for before its
+// last k: one __syncthreads per k-tile, and no registers staged.
 //
 // Shared memory is dynamic (two stages of [A^T: kBK x (kBM + kAPad)][B: kBK x kBN] floats,
 // 24.8 KiB at 128 x 256 x 8, above 48 KiB from 128 x 256 x 16 on), so the launch opts in.
@@ -335,6 +336,17 @@ namespace sgemm_detail {
 __host__ __device__ constexpr int warp_smem_bytes(int bm, int bn, int bk) {
   return 2 * stage_floats(bm, bn, bk) * static_cast<int>(sizeof(float));
 }
+
+// cp.async (sm_80+) from global to shared memory; a copy that is not `ok` writes zeros and reads
+// nothing (src-size 0), so `src` need only be some valid address.
+__device__ __forceinline__ void copy_async_4(unsigned dst, const float* src, bool ok) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(ok ? 4 : 0));
+}
+__device__ __forceinline__ void copy_async_16(unsigned dst, const float* src, bool ok) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0));
+}
+__device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void copy_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
 
 // Blocks per SM the register file must hold, for __launch_bounds__: two blocks of 256 threads
 // (or four of 128) at up to 128 registers for 64 accumulators, one block of 256 (two of 128) for
@@ -381,18 +393,20 @@ __global__ void __launch_bounds__((kBM / kTM) * (kBN / kTN),
 
   constexpr int kAStride = kBM + kAPad;
   constexpr int kStageFloats = stage_floats(kBM, kBN, kBK);
-  // A tile: as in sgemm, consecutive thread pairs cover 8 consecutive k (one 32-byte sector) of a
-  // row, then the next rows; a warp's transposing scalar stores then hit 32 banks (kAStride is 4
-  // banks off a multiple of 32, and the pair's halves are 16 banks apart).
-  constexpr int kARun = 2;
-  constexpr int kARowStep = kThreads / kARun;
-  constexpr int kAAccesses = kBM * kBK / 4;
-  constexpr int kAPasses = (kAAccesses + kThreads - 1) / kThreads;
+  // Global -> shared by cp.async, so no registers hold the next k-tile and nothing lets ptxas
+  // sink its loads toward their stores (it did so with register staging: the LDGs of a 128 x 256
+  // x 8 tile issued after ~750 of its 1024 FFMAs a thread). A tile: 4-byte copies, a warp covering
+  // 8 consecutive k (one 32-byte sector) of 4 rows per instruction, stored transposed: bank
+  // 4 * k + m (kAStride is 4 banks off a multiple of 32), 32 distinct banks. B tile: 16-byte
+  // copies, consecutive threads along n.
+  constexpr int kACopies = kBM * kBK;
+  static_assert(kACopies % kThreads == 0, "sgemm_warp: A copies must split evenly");
+  constexpr int kAPasses = kACopies / kThreads;
   constexpr int kBRow = kBN / 4;
-  constexpr int kBAccesses = kBK * kBN / 4;
-  constexpr int kBPasses = (kBAccesses + kThreads - 1) / kThreads;
-  static_assert(kAAccesses % kThreads == 0 || kAPasses == 1, "sgemm_warp: uneven A passes");
-  static_assert(kBAccesses % kThreads == 0 || kBPasses == 1, "sgemm_warp: uneven B passes");
+  constexpr int kBCopies = kBK * kBN / 4;
+  static_assert(kBCopies % kThreads == 0, "sgemm_warp: B copies must split evenly");
+  constexpr int kBPasses = kBCopies / kThreads;
+  static_assert(kThreads % 32 == 0 && kBM % 4 == 0, "sgemm_warp: A copy mapping");
 
   extern __shared__ __align__(16) float sgemm_warp_smem[];
   float* const smem = sgemm_warp_smem;
@@ -402,73 +416,51 @@ __global__ void __launch_bounds__((kBM / kTM) * (kBN / kTN),
   const int lane = tid % 32;
   const int block_m = static_cast<int>(blockIdx.y) * kBM;
   const int block_n = static_cast<int>(blockIdx.x) * kBN;
-
-  using ASplit = PassSplit<kARowStep, kBM>;
-  using BSplit = PassSplit<kThreads, kBRow>;
-  const int a_group = tid / kARun;
-  const int a_m0 = ASplit::mod_base(a_group);
-  const int a_k0 = ASplit::div_base(a_group) * 8 + (tid % kARun) * 4;
-  const int b_k0 = BSplit::div_base(tid);
-  const int b_n0 = BSplit::mod_base(tid) * 4;
-  const bool a_moves = kAAccesses % kThreads == 0 || tid < kAAccesses;
-  const bool b_moves = kBAccesses % kThreads == 0 || tid < kBAccesses;
   const int rows_left = M - block_m;
   const int cols_left = N - block_n;
 
-  const float* __restrict__ a_thread = A + static_cast<long long>(block_m + a_m0) * K + a_k0;
-  const float* __restrict__ b_thread = B + static_cast<long long>(b_k0) * N + block_n + b_n0;
+  // A: warp-instruction index w = warp + pass * warps covers rows 4 * (w % (kBM / 4)) + lane / 8
+  // of the 8-k group w / (kBM / 4), at k lane % 8. B: copy v = tid + pass * kThreads is k-row
+  // v / kBRow, float4 v % kBRow along n. Warps, threads and extents are powers of two, so each
+  // pass adds a compile-time offset to a per-thread base, and a tile advances one pointer each.
+  using ASplit = PassSplit<kThreads / 32, kBM / 4>;
+  using BSplit = PassSplit<kThreads, kBRow>;
+  const int a_m0 = ASplit::mod_base(warp) * 4 + lane / 8;
+  const int a_k0 = ASplit::div_base(warp) * 8 + lane % 8;
+  const int b_k0 = BSplit::div_base(tid);
+  const int b_n0 = BSplit::mod_base(tid) * 4;
+  const float* __restrict__ a_src = A + static_cast<long long>(block_m + a_m0) * K + a_k0;
+  const float* __restrict__ b_src = B + static_cast<long long>(b_k0) * N + block_n + b_n0;
+  const unsigned smem_base = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  const unsigned a_dst = smem_base + static_cast<unsigned>((a_k0 * kAStride + a_m0) * 4);
+  const unsigned b_dst = smem_base + static_cast<unsigned>((kBK * kAStride + b_k0 * kBN + b_n0) * 4);
 
-  float4 a_next[kAPasses];
-  float4 b_next[kBPasses];
-
-  // Predicated rather than branched, as in sgemm, so the loads stay ahead of the FMAs.
-  auto load_tile = [&](int tile, bool valid) {
-    const int k0 = tile * kBK;
-    const int k_left = K - k0;
-    const float* __restrict__ a_tile = a_thread + k0;
-    const float* __restrict__ b_tile = b_thread + static_cast<long long>(k0) * N;
+  // Copies k-tile `tile` into `stage`; a_src and b_src point at that tile and move to the next.
+  auto load_tile = [&](int tile, int stage) {
+    const int k_left = K - tile * kBK;
 #pragma unroll
     for (int p = 0; p < kAPasses; ++p) {
-      const int dm = ASplit::mod_step(p);
+      const int dm = ASplit::mod_step(p) * 4;
       const int dk = ASplit::div_step(p) * 8;
-      // K % 4 == 0, so a float4 starting inside K lies wholly inside.
-      const bool ok = valid && a_moves && (kEvenTiles || (a_m0 + dm < rows_left && a_k0 + dk < k_left));
-      a_next[p] = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (ok) a_next[p] = __ldg(reinterpret_cast<const float4*>(a_tile + (dm * K + dk)));
+      const bool ok = kEvenTiles || (a_m0 + dm < rows_left && a_k0 + dk < k_left);
+      const float* src = a_src + (dm * K + dk);
+      copy_async_4(a_dst + static_cast<unsigned>((stage * kStageFloats + dk * kAStride + dm) * 4), ok ? src : A, ok);
     }
 #pragma unroll
     for (int p = 0; p < kBPasses; ++p) {
       const int dk = BSplit::div_step(p);
       const int dn = BSplit::mod_step(p) * 4;
-      const bool ok = valid && b_moves && (kEvenTiles || (b_k0 + dk < k_left && b_n0 + dn < cols_left));
-      b_next[p] = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (ok) b_next[p] = __ldg(reinterpret_cast<const float4*>(b_tile + (dk * N + dn)));
+      // N % 4 == 0, so a float4 starting inside N lies wholly inside.
+      const bool ok = kEvenTiles || (b_k0 + dk < k_left && b_n0 + dn < cols_left);
+      const float* src = b_src + (dk * N + dn);
+      copy_async_16(b_dst + static_cast<unsigned>((stage * kStageFloats + dk * kBN + dn) * 4), ok ? src : B, ok);
     }
+    copy_async_commit();
+    a_src += kBK;
+    b_src += static_cast<long long>(kBK) * N;
   };
-
-  auto store_tile = [&](int stage) {
-    float* __restrict__ as = smem + stage * kStageFloats + a_k0 * kAStride + a_m0;
-    float* __restrict__ bs = smem + stage * kStageFloats + kBK * kAStride + b_k0 * kBN + b_n0;
-    if (a_moves) {
-#pragma unroll
-      for (int p = 0; p < kAPasses; ++p) {
-        const int dm = ASplit::mod_step(p);
-        const int dk = ASplit::div_step(p) * 8;
-        as[(dk + 0) * kAStride + dm] = a_next[p].x;
-        as[(dk + 1) * kAStride + dm] = a_next[p].y;
-        as[(dk + 2) * kAStride + dm] = a_next[p].z;
-        as[(dk + 3) * kAStride + dm] = a_next[p].w;
-      }
-    }
-    if (b_moves) {
-#pragma unroll
-      for (int p = 0; p < kBPasses; ++p) {
-        const int dk = BSplit::div_step(p);
-        const int dn = BSplit::mod_step(p) * 4;
-        *reinterpret_cast<float4*>(bs + dk * kBN + dn) = b_next[p];
-      }
-    }
-  };
+  // This thread's copies have landed; a __syncthreads then publishes everyone's.
+  auto wait_tile = [] { copy_async_wait_all(); };
 
   // This thread's first fragment element in a stage: row warp_m + tr * 4 of A^T's k-row, column
   // warp_n + tc * 4 of B's; sub-iterations add kMSub rows and kNSub columns.
@@ -511,24 +503,25 @@ __global__ void __launch_bounds__((kBM / kTM) * (kBN / kTN),
 
   // K >= 1, so there is at least one k-tile.
   const int num_tiles = kEvenTiles ? K / kBK : (K + kBK - 1) / kBK;
-  load_tile(0, true);
-  store_tile(0);
+  load_tile(0, 0);
+  wait_tile();
   __syncthreads();
   load_frag(0, 0, 0);
 
-  // One k-tile: the next tile's global loads go out first; each k reads k + 1's fragments before
-  // its FMAs; before the last k the next tile is published to the other stage (last read before
-  // the previous tile's barrier) and its k = 0 fragments are read from there. kBK is even, so
-  // a tile always starts from fragment buffer 0. `has_next` is uniform across the block.
+  // One k-tile: the next tile's copies into the other stage go out first (that stage was last
+  // read before the previous tile's closing barrier); each k reads k + 1's fragments before its
+  // FMAs; before the last k the next tile is waited for, published by the barrier, and its k = 0
+  // fragments are read. kBK is even, so a tile always starts from fragment buffer 0. `has_next`
+  // is uniform across the block.
   auto step = [&](int tile, int stage) {
     const bool has_next = tile + 1 < num_tiles;
-    load_tile(tile + 1, has_next);
+    if (has_next) load_tile(tile + 1, stage ^ 1);
 #pragma unroll
     for (int k = 0; k < kBK; ++k) {
       if (k + 1 < kBK) {
         load_frag((k + 1) & 1, stage, k + 1);
       } else if (has_next) {
-        store_tile(stage ^ 1);
+        wait_tile();
         __syncthreads();
         load_frag(0, stage ^ 1, 0);
       }
