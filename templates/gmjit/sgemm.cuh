@@ -315,7 +315,8 @@ __global__ void __launch_bounds__((kBM / kTM) * (kBN / kTN))
 // each thread a kTM x kTN sub-tile of its warp's piece, held as (kTM/4) x (kTN/4) pieces of 4 x 4
 // ("warp sub-iterations") spaced a warp sub-tile apart. A warp's 32 threads are laid out
 // kRowsT x kColsT (4 x 8 or 8 x 4), lane = row * kColsT + col, so the eight lanes of a quarter warp
-// read at most two float4 of A^T and eight consecutive float4 of B per k: no bank conflicts.
+// read at most two consecutive float4 of A^T and eight consecutive float4 of B per k: no bank
+// conflicts.
 //
 // Per k a thread does kTM * kTN FFMA for (kTM + kTN) / 4 LDS.128 (8 x 16: 128 FFMA per 6 loads,
 // 8 x 8: 64 per 4). The fragments of k + 1 are read from shared memory into a second register
@@ -327,9 +328,9 @@ __global__ void __launch_bounds__((kBM / kTM) * (kBN / kTN))
 //
 // Shared memory is dynamic (two stages of [A^T: kBK x (kBM + kAPad)][B: kBK x kBN] floats,
 // 24.8 KiB at 128 x 256 x 8, above 48 KiB from 128 x 256 x 16 on), so the launch opts in.
-// Only 16-byte global accesses: the caller guarantees K % 4 == 0, N % 4 == 0 and 16-byte aligned
-// A, B, C; M, N and K tails are handled (kEvenTiles = false) by zero-filled loads and guarded
-// stores.
+// B and C move in 16-byte accesses (A in 4-byte copies): the caller guarantees K % 4 == 0,
+// N % 4 == 0 and 16-byte aligned A, B, C; M, N and K tails are handled (kEvenTiles = false) by
+// zero-filled copies and guarded stores.
 
 namespace sgemm_detail {
 
