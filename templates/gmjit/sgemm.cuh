@@ -339,7 +339,9 @@ __host__ __device__ constexpr int warp_smem_bytes(int bm, int bn, int bk) {
 }
 
 // cp.async (sm_80+) from global to shared memory; a copy that is not `ok` writes zeros and reads
-// nothing (src-size 0), so `src` need only be some valid address.
+// nothing (src-size 0), so `src` need only be some valid address. The unit tier's host emulation
+// of sgemm_warp (tests/unit/test_sgemm_host.cpp) brings its own.
+#ifndef GMJIT_SGEMM_HOST_EMULATION
 __device__ __forceinline__ void copy_async_4(unsigned dst, const float* src, bool ok) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(ok ? 4 : 0));
 }
@@ -348,6 +350,7 @@ __device__ __forceinline__ void copy_async_16(unsigned dst, const float* src, bo
 }
 __device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 __device__ __forceinline__ void copy_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+#endif
 
 // Blocks per SM the register file must hold, for __launch_bounds__: two blocks of 256 threads
 // (or four of 128) at up to 128 registers for 64 accumulators, one block of 256 (two of 128) for
