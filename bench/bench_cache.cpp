@@ -59,7 +59,7 @@ int main() {
   const auto& kernel = templates::find_kernel("sgemm");
   const std::string template_hash = templates::template_hash(kernel.header);
   const cache::DeviceRecord device_record{device.fingerprint(), device.name, device.arch, device.to_json()};
-  const Config config{{"bm", 128}, {"bn", 128}, {"bk", 16}, {"tm", 8}, {"tn", 8}, {"vec", 1}};
+  const Config config{{"bm", 128}, {"bn", 128}, {"bk", 16}, {"tm", 8}, {"tn", 8}, {"vec", 1}, {"wm", 0}};
   const Shape target{{"m", 4096}, {"n", 4096}, {"k", 4096}};
   std::string target_key;
   {

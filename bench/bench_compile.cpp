@@ -48,9 +48,9 @@ int main() {
       {"vector_add", "fp32", {{"n", 1 << 24}}, {{"block", 256}, {"items", 4}, {"vec_bytes", 16}}},
       {"vector_add", "fp16", {{"n", 1 << 24}}, {{"block", 256}, {"items", 4}, {"vec_bytes", 16}}},
       {"sgemm", "fp32", {{"m", 4096}, {"n", 4096}, {"k", 4096}},
-       {{"bm", 64}, {"bn", 64}, {"bk", 8}, {"tm", 4}, {"tn", 4}, {"vec", 0}}},
+       {{"bm", 64}, {"bn", 64}, {"bk", 8}, {"tm", 4}, {"tn", 4}, {"vec", 0}, {"wm", 0}}},
       {"sgemm", "fp32", {{"m", 4096}, {"n", 4096}, {"k", 4096}},
-       {{"bm", 128}, {"bn", 128}, {"bk", 16}, {"tm", 8}, {"tn", 8}, {"vec", 1}}},
+       {{"bm", 128}, {"bn", 128}, {"bk", 16}, {"tm", 8}, {"tn", 8}, {"vec", 1}, {"wm", 0}}},
   };
   constexpr int kColdRuns = 7;
   constexpr int kHitRuns = 1000;

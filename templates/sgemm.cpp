@@ -8,9 +8,49 @@
 namespace gmjit::templates {
 namespace {
 
-// The static_asserts of sgemm.cuh: the load mappings need at least a warp, and each thread holds
-// at most 48 floats of the next k-tile in registers (beyond that ptxas spills).
-constexpr const char* kConstraints = "threads = (bm/tm)*(bn/tn) in [32, 1024]; (bm+bn)*bk <= 48*threads";
+// The static_asserts of sgemm.cuh. Without warp tiles: the load mappings need at least a warp, and
+// each thread holds at most 48 floats of the next k-tile in registers (beyond that ptxas spills).
+constexpr const char* kConstraints =
+    "wm=0: bm, bn <= 128, tn <= 8, threads = (bm/tm)*(bn/tn) in [32, 1024], (bm+bn)*bk <= 48*threads; "
+    "wm>0 (warp tiles): tm=8, tn in {8, 16}, vec=1, bm and bn >= 64 and at most twice each other, "
+    "threads = (bm/tm)*(bn/tn) in {128, 256}, warp tile wm x 32*tm*tn/wm dividing the block tile, "
+    "bk <= 16 for tn=8";
+
+bool warp_tiled(const Config& c) { return c.at("wm") != 0; }
+
+// The warp tile's columns: a warp's 32 threads hold wm x wn outputs, tm x tn each.
+std::int64_t warp_cols(const Config& c) { return 32 * c.at("tm") * c.at("tn") / c.at("wm"); }
+
+std::int64_t warp_smem_bytes(const Config& c) {
+  // Two stages of [A^T: bk x (bm + 4)][B: bk x bn] floats (sgemm_detail::warp_smem_bytes).
+  return 2 * 4 * c.at("bk") * (c.at("bm") + 4 + c.at("bn"));
+}
+
+// Why a warp-tiled configuration is invalid whatever the shape; empty when it is not.
+std::string warp_violation(const Config& c) {
+  const std::int64_t bm = c.at("bm"), bn = c.at("bn"), bk = c.at("bk"), tm = c.at("tm"), tn = c.at("tn"),
+                     wm = c.at("wm");
+  if (tm != 8 || (tn != 8 && tn != 16) || c.at("vec") != 1) {
+    return fmt::format("wm={} (warp tiles) takes tm=8, tn=8 or 16 and vec=1 (got tm={}, tn={}, vec={})", wm, tm, tn,
+                       c.at("vec"));
+  }
+  const std::int64_t threads = (bm / tm) * (bn / tn);
+  if (bm < 64 || bn < 64 || bm > 2 * bn || bn > 2 * bm || (threads != 128 && threads != 256)) {
+    return fmt::format("wm={} (warp tiles) takes bm, bn >= 64, at most twice each other, and 128 or 256 threads; "
+                       "bm={}, bn={}, tn={} give {} threads", wm, bm, bn, tn, threads);
+  }
+  const std::int64_t wn = warp_cols(c);
+  if (bm % wm != 0 || bn % wn != 0) {
+    return fmt::format("warp tile {}x{} (wm x 32*tm*tn/wm) does not divide the {}x{} block tile", wm, wn, bm, bn);
+  }
+  // Measured with ptxas 13.0 (sm_90a): 64 accumulators held to 128 registers by __launch_bounds__
+  // spill 36-48 bytes at bk=32 with uneven tiles; every other warp-tiled configuration fits
+  // (122-128 registers for 64 accumulators, 223-255 for 128) without local memory.
+  if (tm * tn == 64 && bk > 16) {
+    return fmt::format("warp tiles of 8 x 8 threads take bk <= 16 (bk={} spills under 128 registers)", bk);
+  }
+  return {};
+}
 
 bool even_tiles(const Config& c, const Shape& s) {
   return s.at("m") % c.at("bm") == 0 && s.at("n") % c.at("bn") == 0 && s.at("k") % c.at("bk") == 0;
@@ -37,22 +77,32 @@ KernelDescriptor sgemm_descriptor() {
   d.problem_keys = {"m", "n", "k"};
   d.dtypes = {"fp32"};
   d.params = {
-      {"bm", {32, 64, 128}, "rows of C per block"},
-      {"bn", {32, 64, 128}, "columns of C per block"},
+      {"bm", {32, 64, 128, 256}, "rows of C per block (256 with wm > 0 only)"},
+      {"bn", {32, 64, 128, 256}, "columns of C per block (256 with wm > 0 only)"},
       {"bk", {8, 16, 32}, "depth of one shared-memory tile"},
       {"tm", {4, 8}, "rows of C per thread"},
-      {"tn", {4, 8}, "columns of C per thread"},
+      {"tn", {4, 8, 16}, "columns of C per thread (16 with wm > 0 only)"},
       {"vec", {0, 1}, "16-byte global loads and stores (needs k and n multiples of 4)"},
+      {"wm", {0, 32, 64},
+       "rows of C per warp: 0 = no warp tiles (one register tile per thread); 32 or 64 = warp tiles of "
+       "wm x 32*tm*tn/wm, register-double-buffered fragments, dynamic shared memory"},
   };
-  d.default_config = {{"bm", 64}, {"bn", 64}, {"bk", 8}, {"tm", 4}, {"tn", 4}, {"vec", 0}};
+  d.default_config = {{"bm", 64}, {"bn", 64}, {"bk", 8}, {"tm", 4}, {"tn", 4}, {"vec", 0}, {"wm", 0}};
   d.constraints_doc = kConstraints;
   d.shape_violation = shape_violation;
   d.violation = [](const Config& c, const Shape& s) -> std::string {
     const std::int64_t bm = c.at("bm"), bn = c.at("bn"), bk = c.at("bk"), tm = c.at("tm"), tn = c.at("tn"),
                        vec = c.at("vec");
-    const std::int64_t threads = (bm / tm) * (bn / tn);
-    if (threads < 32 || threads > 1024 || (bm + bn) * bk > 48 * threads) {
-      return fmt::format("tile shape invalid: {}", kConstraints);
+    if (warp_tiled(c)) {
+      if (auto why = warp_violation(c); !why.empty()) return why;
+    } else {
+      if (bm > 128 || bn > 128 || tn > 8) {
+        return fmt::format("bm={}, bn={}, tn={}: bm, bn = 256 and tn = 16 need warp tiles (wm > 0)", bm, bn, tn);
+      }
+      const std::int64_t threads = (bm / tm) * (bn / tn);
+      if (threads < 32 || threads > 1024 || (bm + bn) * bk > 48 * threads) {
+        return fmt::format("tile shape invalid: {}", kConstraints);
+      }
     }
     if (vec != 0 && (s.at("k") % 4 != 0 || s.at("n") % 4 != 0)) {
       return "vec=1 needs k and n to be multiples of 4";
@@ -66,6 +116,10 @@ KernelDescriptor sgemm_descriptor() {
     return {};
   };
   d.name_expression = [](const Config& c, const Shape& s, const DtypeInfo&) {
+    if (warp_tiled(c)) {
+      return fmt::format("gmjit::sgemm_warp<{}, {}, {}, {}, {}, {}, {}>", c.at("bm"), c.at("bn"), c.at("bk"),
+                         c.at("wm"), c.at("tm"), c.at("tn"), even_tiles(c, s) ? "true" : "false");
+    }
     return fmt::format("gmjit::sgemm<{}, {}, {}, {}, {}, {}, {}>", c.at("bm"), c.at("bn"), c.at("bk"), c.at("tm"),
                        c.at("tn"), c.at("vec") != 0 ? "true" : "false", even_tiles(c, s) ? "true" : "false");
   };
@@ -74,6 +128,7 @@ KernelDescriptor sgemm_descriptor() {
     g.grid[0] = static_cast<unsigned>(ceil_div(s.at("n"), c.at("bn")));
     g.grid[1] = static_cast<unsigned>(ceil_div(s.at("m"), c.at("bm")));
     g.block[0] = static_cast<unsigned>((c.at("bm") / c.at("tm")) * (c.at("bn") / c.at("tn")));
+    if (warp_tiled(c)) g.dynamic_shared_bytes = static_cast<unsigned>(warp_smem_bytes(c));
     return g;
   };
   describe_tensors(d, {{"A", false, {}, R"(["*", "m", "k"])"},
@@ -104,6 +159,11 @@ KernelDescriptor sgemm_descriptor() {
     w.compute_efficiency = std::min(1.0, (tm * tn / (tm + tn)) / 4.0) * (c.at("vec") != 0 ? 1.0 : 0.9);
     w.shared_bytes = 4 * (c.at("bm") + 4 + c.at("bn")) * c.at("bk") * 2;
     w.registers = static_cast<int>(tm * tn + tm + tn + 40);
+    if (warp_tiled(c)) {
+      // __launch_bounds__ holds 64 accumulators to 128 registers; 128 accumulators took 223-255
+      // with ptxas 13.0.
+      w.registers = tm * tn <= 64 ? 128 : 240;
+    }
     return w;
   };
   // fp32 accumulation over k terms drifts like sqrt(k) ulps in relative L2 terms; a skipped or

@@ -56,8 +56,12 @@ TEST_P(Sgemm, EveryConfigMatchesTheReference) {
   verify_every_config("sgemm", "fp32", GetParam());
 }
 
+// The warp-tiled configurations (wm > 0) need k and n multiples of 4, so 1x1x1 has none; 1x4x4
+// and 129x260x12 give them a single partial tile in every dimension (k below every bk but 8) and
+// 127x1000x3000 partial tiles of every size; each shape but 4096^3 reuses the uneven cubins.
 INSTANTIATE_TEST_SUITE_P(SM90, Sgemm,
-                         ::testing::Values(Shape{{"m", 1}, {"n", 1}, {"k", 1}},
+                         ::testing::Values(Shape{{"m", 1}, {"n", 1}, {"k", 1}}, Shape{{"m", 1}, {"n", 4}, {"k", 4}},
+                                           Shape{{"m", 129}, {"n", 260}, {"k", 12}},
                                            Shape{{"m", 127}, {"n", 1000}, {"k", 3000}},
                                            Shape{{"m", 4096}, {"n", 4096}, {"k", 4096}}));
 

@@ -221,7 +221,7 @@ TEST_F(RuntimeGpu, HitPathLaunchesTheCachedWinnerFromTheBinaryCache) {
   const Shape vshape{{"n", 65539}};
   const Config vconfig{{"block", 512}, {"items", 1}, {"vec_bytes", 8}};
   const Shape gshape{{"m", 64}, {"n", 96}, {"k", 128}};
-  const Config gconfig{{"bm", 32}, {"bn", 32}, {"bk", 8}, {"tm", 4}, {"tn", 4}, {"vec", 1}};
+  const Config gconfig{{"bm", 32}, {"bn", 32}, {"bk", 8}, {"tm", 4}, {"tn", 4}, {"vec", 1}, {"wm", 0}};
   put_winner("vector_add", vshape, vconfig);
   put_winner("sgemm", gshape, gconfig);
 
@@ -262,8 +262,8 @@ TEST_F(RuntimeGpu, HitPathLaunchesTheCachedWinnerFromTheBinaryCache) {
 TEST_F(RuntimeGpu, NearestPolicyTakesTheNearestShapesConfigOrFallsBackToTheDefault) {
   GMJIT_REQUIRE_DEVICE();
   detail::Context context(0);
-  const Config small{{"bm", 32}, {"bn", 32}, {"bk", 8}, {"tm", 4}, {"tn", 4}, {"vec", 1}};
-  const Config large{{"bm", 128}, {"bn", 128}, {"bk", 8}, {"tm", 8}, {"tn", 8}, {"vec", 1}};
+  const Config small{{"bm", 32}, {"bn", 32}, {"bk", 8}, {"tm", 4}, {"tn", 4}, {"vec", 1}, {"wm", 0}};
+  const Config large{{"bm", 128}, {"bn", 128}, {"bk", 8}, {"tm", 8}, {"tn", 8}, {"vec", 1}, {"wm", 0}};
   put_winner("sgemm", {{"m", 256}, {"n", 256}, {"k", 256}}, small);
   put_winner("sgemm", {{"m", 4096}, {"n", 4096}, {"k", 4096}}, large);
 

@@ -91,7 +91,7 @@ TEST(BoundedSizes, SgemmRefusesSizesItWouldNarrowToInt) {
   // 2^22 x 1 x 1 fits int and 2^31 elements, but not 65535 block rows of 32.
   const Shape tall{{"m", std::int64_t{1} << 22}, {"n", 1}, {"k", 1}};
   EXPECT_NO_THROW(templates::normalize_problem(sgemm, tall, "fp32"));
-  const std::string why = sgemm.violation({{"bm", 32}, {"bn", 32}, {"bk", 8}, {"tm", 4}, {"tn", 4}, {"vec", 0}}, tall);
+  const std::string why = sgemm.violation({{"bm", 32}, {"bn", 32}, {"bk", 8}, {"tm", 4}, {"tn", 4}, {"vec", 0}, {"wm", 0}}, tall);
   EXPECT_NE(why.find("65535"), std::string::npos) << why;
   for (const auto& config : templates::valid_configs(sgemm, tall)) EXPECT_EQ(config.at("bm"), 128);
 }

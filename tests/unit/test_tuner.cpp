@@ -127,8 +127,8 @@ TEST(EstimateMs, SgemmModelPrefersLargeTilesOnALargeProblemAndSmallOnesOnASmallO
   const auto& sgemm = gmjit::templates::find_kernel("sgemm");
   const auto& fp32 = gmjit::templates::dtype_info("fp32");
   const auto device = gmjit::tuner::simulated_device(0);
-  const Config big{{"bm", 128}, {"bn", 128}, {"bk", 16}, {"tm", 8}, {"tn", 8}, {"vec", 1}};
-  const Config small{{"bm", 32}, {"bn", 32}, {"bk", 16}, {"tm", 4}, {"tn", 4}, {"vec", 1}};
+  const Config big{{"bm", 128}, {"bn", 128}, {"bk", 16}, {"tm", 8}, {"tn", 8}, {"vec", 1}, {"wm", 0}};
+  const Config small{{"bm", 32}, {"bn", 32}, {"bk", 16}, {"tm", 4}, {"tn", 4}, {"vec", 1}, {"wm", 0}};
   const gmjit::Shape large{{"m", 4096}, {"n", 4096}, {"k", 4096}};
   const gmjit::Shape tiny{{"m", 256}, {"n", 256}, {"k", 4096}};
   EXPECT_LT(gmjit::tuner::estimate_ms(sgemm, big, large, fp32, device),
