@@ -1,7 +1,7 @@
 // Standalone GPU check of templates/gmjit/gemm.cuh against a double-precision host reference,
 // independent of the library (no descriptor needed). Build and run on a GPU machine:
 //   nvcc -std=c++17 -O2 -arch=sm_90a -Itemplates tests/standalone/gemm_mma_check.cu -o gemm_mma_check
-//   ./gemm_mma_check
+//   ./gemm_mma_check [--time]
 // Prints one line per (configuration, shape) and exits 1 on any mismatch or nonzero workspace.
 #include <cuda_runtime.h>
 
@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "gmjit/gemm.cuh"
@@ -125,7 +126,46 @@ void run(const char* label, const std::vector<Shape>& shapes) {
   }
 }
 
-int main() {
+// Throughput at one large shape, aligned path, so the lead sees whether the pipeline is sane.
+template <typename T, bool TB, int BM, int BN, int BK, int WM, int WN, int ST, int GM, int SK>
+void time_one(const char* label, int M, int N, int K) {
+  auto kernel = gmjit::gemm_mma<T, TB, BM, BN, BK, WM, WN, ST, GM, SK, true>;
+  const int smem = gmjit::gemm_detail::mma_smem_bytes(BM, BN, BK, ST);
+  CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  T *da, *db, *dc;
+  float* ws = nullptr;
+  CK(cudaMalloc(&da, size_t(M) * K * sizeof(T)));
+  CK(cudaMalloc(&db, size_t(K) * N * sizeof(T)));
+  CK(cudaMalloc(&dc, size_t(M) * N * sizeof(T)));
+  CK(cudaMemset(da, 0x3c, size_t(M) * K * sizeof(T)));  // nonzero, finite in both types
+  CK(cudaMemset(db, 0x3c, size_t(K) * N * sizeof(T)));
+  if (SK > 1) {
+    const size_t bytes = (size_t(M) * N + size_t((M + 15) / 16) * ((N + 15) / 16)) * 4;
+    CK(cudaMalloc(&ws, bytes));
+    CK(cudaMemset(ws, 0, bytes));
+  }
+  const dim3 grid(((M + BM - 1) / BM) * ((N + BN - 1) / BN), 1, SK);
+  for (int i = 0; i < 3; ++i) kernel<<<grid, WM * WN * 32, smem>>>(da, db, dc, ws, M, N, K);
+  CK(cudaGetLastError());
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  const int reps = 20;
+  CK(cudaEventRecord(e0));
+  for (int i = 0; i < reps; ++i) kernel<<<grid, WM * WN * 32, smem>>>(da, db, dc, ws, M, N, K);
+  CK(cudaEventRecord(e1));
+  CK(cudaEventSynchronize(e1));
+  float ms = 0;
+  CK(cudaEventElapsedTime(&ms, e0, e1));
+  ms /= reps;
+  std::printf("time %-40s %dx%dx%d %.3f ms %.1f TFLOP/s\n", label, M, N, K, ms, 2.0 * M * N * K / ms / 1e9);
+  CK(cudaFree(da));
+  CK(cudaFree(db));
+  CK(cudaFree(dc));
+  if (ws) CK(cudaFree(ws));
+}
+
+int main(int argc, char** argv) {
   typedef __nv_bfloat16 bf;
   typedef __half hf;
   const std::vector<Shape> aligned = {{128, 128, 64}, {200, 264, 520}, {64, 72, 8}, {512, 384, 1024}, {1, 8, 16}};
@@ -147,5 +187,16 @@ int main() {
   RUN(hf, false, 64, 64, 64, 1, 2, 2, 1, 2, false, any);
   RUN(hf, true, 256, 64, 32, 4, 1, 4, 8, 4, false, any);
   std::printf("%d of %d cases failed\n", g_failures, g_cases);
+  if (argc > 1 && std::string(argv[1]) == "--time") {
+    time_one<bf, true, 128, 128, 32, 2, 2, 4, 8, 1>("bf16 NT 128x128x32 w2x2 s4 g8", 4096, 4096, 4096);
+    time_one<bf, true, 128, 128, 64, 2, 2, 3, 8, 1>("bf16 NT 128x128x64 w2x2 s3 g8", 4096, 4096, 4096);
+    time_one<bf, true, 128, 256, 32, 2, 4, 4, 8, 1>("bf16 NT 128x256x32 w2x4 s4 g8", 4096, 4096, 4096);
+    time_one<bf, true, 256, 128, 64, 4, 2, 3, 8, 1>("bf16 NT 256x128x64 w4x2 s3 g8", 4096, 4096, 4096);
+    time_one<bf, false, 128, 256, 32, 2, 4, 4, 8, 1>("bf16 NN 128x256x32 w2x4 s4 g8", 4096, 4096, 4096);
+    time_one<bf, false, 128, 128, 32, 2, 2, 4, 8, 1>("bf16 NN 128x128x32 w2x2 s4 g8", 4096, 4096, 4096);
+    time_one<hf, true, 128, 256, 32, 2, 4, 4, 8, 1>("fp16 NT 128x256x32 w2x4 s4 g8", 8192, 8192, 8192);
+    time_one<bf, true, 64, 128, 64, 2, 2, 4, 1, 8>("bf16 NT 64x128x64 w2x2 s4 split8", 256, 4096, 16384);
+    time_one<bf, true, 64, 128, 64, 2, 2, 4, 1, 1>("bf16 NT 64x128x64 w2x2 s4 split1", 256, 4096, 16384);
+  }
   return g_failures == 0 ? 0 : 1;
 }
