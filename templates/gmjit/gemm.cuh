@@ -264,50 +264,78 @@ __global__ void __launch_bounds__(kWarpsM * kWarpsN * 32)
     kt_count = max(0, min(k_tiles, kt_begin + per_slice) - kt_begin);
   }
 
-  const unsigned short* const a_bits = reinterpret_cast<const unsigned short*>(A);
-  const unsigned short* const b_bits = reinterpret_cast<const unsigned short*>(B);
+  // Stage loads: thread tid copies chunk tid % chunks-per-row of rows tid / chunks-per-row +
+  // p * kXRowStep, p < kXPasses (consecutive threads take consecutive chunks of a row). Each pass
+  // steps one pointer by a row stride rather than recomputing its address: ptxas would hoist every
+  // pass's 64-bit address out of the k loop as an invariant, which spilled the 64 x 64 warp tiles
+  // of 2- and 4-warp blocks (16 passes a stage).
+  enum : int {
+    kARowStep = kThreads / kAChunkRow,  // a multiple of 8: the A swizzle repeats every pass
+    kBRowStep = kThreads / kBChunkRow,
+  };
+  static_assert(kThreads % kAChunkRow == 0 && kThreads % kBChunkRow == 0, "gemm_mma: pass mapping");
+  static_assert(kARowStep % 8 == 0, "gemm_mma: A pass step keeps the swizzle phase");
+  const int a_row0 = tid / kAChunkRow;
+  const int a_ch = tid % kAChunkRow;
+  const int b_row0 = tid / kBChunkRow;
+  const int b_ch = tid % kBChunkRow;
+  const int a_rows_left = M - block_m - a_row0;  // pass p is in bounds while p * kARowStep < this
+  const int a_soff = swizzle<kBK>(a_row0, a_ch);
+  // A: rows are m, K elements apart. B: rows are n (kTransB, K apart) or k (N apart).
+  const int b_ld = kTransB ? K : N;
+  const int b_rows_left = kTransB ? N - block_n - b_row0 : K - b_row0;  // !kTransB: minus k0 below
+  const unsigned short* const a_gmem =
+      reinterpret_cast<const unsigned short*>(A) + (static_cast<long long>(block_m + a_row0) * K + a_ch * 8);
+  const unsigned short* const b_gmem =
+      reinterpret_cast<const unsigned short*>(B) +
+      (kTransB ? static_cast<long long>(block_n + b_row0) * K + b_ch * 8
+               : static_cast<long long>(b_row0) * N + block_n + b_ch * 8);
 
-  // Copies k-tile `kt` into ring slot `stage`. Chunk c of the stage is (row c / chunks-per-row,
-  // chunk c % chunks-per-row); consecutive threads take consecutive chunks of a row.
+  // Copies k-tile `kt` into ring slot `stage`.
   auto load_stage = [&](int stage, int kt) {
     const int k0 = kt * kBK;
-#pragma unroll
-    for (int p = 0; p < kAPasses; ++p) {
-      const int c = tid + p * kThreads;
-      const int row = c / kAChunkRow;
-      const int ch = c % kAChunkRow;
-      const int gm = block_m + row;
-      const int gk = k0 + ch * 8;
-      const int off = stage * kAStageElems + swizzle<kBK>(row, ch);
-      const unsigned short* src = a_bits + (static_cast<long long>(gm) * K + gk);
+    {
+      const unsigned short* src = a_gmem + k0;
+      const int cols_left = K - k0 - a_ch * 8;  // elements of this chunk's row still inside K
+      T* const dst = a_smem + stage * kAStageElems + a_soff;
       if (kAligned) {
-        const bool ok = gm < M && gk < K;
-        cp_async_16(a_smem_u32 + off * 2, ok ? static_cast<const void*>(src) : static_cast<const void*>(A),
-                    ok ? 16 : 0);
+#pragma unroll
+        for (int p = 0; p < kAPasses; ++p) {
+          const bool ok = p * kARowStep < a_rows_left && cols_left > 0;
+          cp_async_16(a_smem_u32 + 2 * (stage * kAStageElems + a_soff + p * kARowStep * kBK),
+                      ok ? static_cast<const void*>(src) : static_cast<const void*>(A), ok ? 16 : 0);
+          src += kARowStep * K;
+        }
       } else {
-        const int count = gm < M ? K - gk : 0;
-        *reinterpret_cast<uint4*>(a_smem + off) = gather8(src, count);
+        // Correctness over speed: one pass at a time keeps 8 loads in flight, not a stage's worth.
+#pragma unroll 1
+        for (int p = 0; p < kAPasses; ++p) {
+          *reinterpret_cast<uint4*>(dst + p * kARowStep * kBK) =
+              gather8(src, p * kARowStep < a_rows_left ? cols_left : 0);
+          src += kARowStep * K;
+        }
       }
     }
-#pragma unroll
-    for (int p = 0; p < kBPasses; ++p) {
-      const int c = tid + p * kThreads;
-      const int row = c / kBChunkRow;
-      const int ch = c % kBChunkRow;
-      const int off = stage * kBStageElems + swizzle<kBCols>(row, ch);
-      // kTransB: B[n][k], row = n; otherwise B[k][n], row = k.
-      const int gr = kTransB ? block_n + row : k0 + row;
-      const int gc = kTransB ? k0 + ch * 8 : block_n + ch * 8;
-      const int rows_total = kTransB ? N : K;
-      const int cols_total = kTransB ? K : N;
-      const unsigned short* src = b_bits + (static_cast<long long>(gr) * cols_total + gc);
+    {
+      const unsigned short* src = b_gmem + (kTransB ? static_cast<long long>(k0) : static_cast<long long>(k0) * N);
+      const int rows_left = kTransB ? b_rows_left : b_rows_left - k0;
+      const int cols_left = kTransB ? K - k0 - b_ch * 8 : N - block_n - b_ch * 8;
+      T* const dst = b_smem + stage * kBStageElems;
       if (kAligned) {
-        const bool ok = gr < rows_total && gc < cols_total;
-        cp_async_16(b_smem_u32 + off * 2, ok ? static_cast<const void*>(src) : static_cast<const void*>(B),
-                    ok ? 16 : 0);
+#pragma unroll
+        for (int p = 0; p < kBPasses; ++p) {
+          const bool ok = p * kBRowStep < rows_left && cols_left > 0;
+          cp_async_16(b_smem_u32 + 2 * (stage * kBStageElems + swizzle<kBCols>(b_row0 + p * kBRowStep, b_ch)),
+                      ok ? static_cast<const void*>(src) : static_cast<const void*>(B), ok ? 16 : 0);
+          src += kBRowStep * b_ld;
+        }
       } else {
-        const int count = gr < rows_total ? cols_total - gc : 0;
-        *reinterpret_cast<uint4*>(b_smem + off) = gather8(src, count);
+#pragma unroll 1
+        for (int p = 0; p < kBPasses; ++p) {
+          *reinterpret_cast<uint4*>(dst + swizzle<kBCols>(b_row0 + p * kBRowStep, b_ch)) =
+              gather8(src, p * kBRowStep < rows_left ? cols_left : 0);
+          src += kBRowStep * b_ld;
+        }
       }
     }
   };
