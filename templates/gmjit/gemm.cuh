@@ -18,8 +18,11 @@
 // red.add their fp32 partials into the workspace and the last slice of a tile, found through a
 // per-tile arrival counter, converts the sums into C and leaves workspace and counter at zero.
 //
-// Measured: ptxas 13.0 keeps every valid configuration (gemm_detail::mma_config_violation_code)
-// free of local memory for sm_80, sm_89 and sm_90a; 64 x 64 warp tiles take 220-255 registers.
+// Measured: compiled with NVRTC/ptxas 13.0 for sm_80, sm_89 and sm_90a (every valid configuration
+// of the tuner's domain per architecture, the dtype / layout / path / kGroupM / kSplitK variants
+// rotating: tests/nvrtc/test_gemm_kernel_compile.cpp), the aligned path keeps nothing in local
+// memory; the element-wise path spilled 8 bytes in two fp16 split-K configurations of 8 warps on
+// sm_80 (ptxas holding the 128-register step). 64 x 64 warp tiles take 220-255 registers.
 // On an H200 (tests/standalone/gemm_mma_check.cu, random data checked against a double reference
 // at 74 (configuration, shape) pairs, both paths, split-K included), bf16 4096^3 x @ W^T ran at
 // 436 TFLOP/s with 128x128x64, 2x2 warps, 3 stages, kGroupM 8 (407-416 at kBK 32; 310-327 for
