@@ -163,8 +163,9 @@ struct KernelDescriptor {
   std::function<void(detail::KernelArgs&, const Shape&)> add_scalars;
 
   // The reference kernel takes the same inputs, one double output per output element, and the
-  // same scalars; it accumulates in double. Empty when host_reference is set instead.
-  std::function<std::string(const DtypeInfo&)> reference_expression;
+  // same scalars; it accumulates in double. Empty when host_reference is set instead. The shape
+  // is there for template arguments a problem key selects (gemm's trans_b), never for sizes.
+  std::function<std::string(const DtypeInfo&, const Shape&)> reference_expression;
   std::string reference_header = kReferenceHeader;  // the header that defines it
   std::function<LaunchGeometry(const Shape&)> reference_geometry;
   // Largest relative L2 error (||out - ref|| / ||ref||) accepted for a dtype.
