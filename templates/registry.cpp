@@ -289,7 +289,11 @@ NormalizedProblem normalize_problem(const KernelDescriptor& kernel, const Shape&
                   fmt::format("'{}={}': {} has no problem key '{}' (keys: {})", key, value, kernel.name, key,
                               fmt::join(keys, ", ")));
     }
-    if (value <= 0) {
+    const bool flag = std::find(kernel.flag_keys.begin(), kernel.flag_keys.end(), key) != kernel.flag_keys.end();
+    if (flag && value != 0 && value != 1) {
+      throw Error(ErrorKind::usage, 0, fmt::format("'{}={}': {} is a flag, 0 or 1", key, value, key));
+    }
+    if (!flag && value <= 0) {
       throw Error(ErrorKind::usage, 0, fmt::format("'{}={}': sizes must be positive", key, value));
     }
   }

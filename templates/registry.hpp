@@ -138,6 +138,9 @@ struct KernelDescriptor {
   std::string header;  // the embedded .cuh that defines the kernel
   // The sizes of the tensors, each required at launch.
   std::vector<std::string> problem_keys;
+  // Problem keys that choose a layout rather than a size (gemm's trans_b): 0 or 1, where every
+  // other key must be positive.
+  std::vector<std::string> flag_keys;
   std::vector<DataKey> data_keys;
   std::vector<std::string> dtypes;
   std::vector<ParamDomain> params;
@@ -209,7 +212,8 @@ const KernelDescriptor& register_user_kernel(KernelDescriptor kernel);
 bool is_user_kernel(const std::string& name);
 
 // A problem checked against its kernel and put in its one canonical form: the dtype filled in
-// (the kernel's first when empty) and checked, every problem key present and positive, data keys
+// (the kernel's first when empty) and checked, every problem key present and positive (a flag key
+// 0 or 1), data keys
 // at their defaults when absent, no other key. Every layer that accepts a problem calls this
 // (gmjit::validate exposes it); the normalized shape is what keys the cache.
 struct NormalizedProblem {

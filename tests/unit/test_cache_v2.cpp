@@ -407,7 +407,10 @@ TEST(ShapeDistance, IsTheEuclideanDistanceOfLog2Dimensions) {
   EXPECT_FALSE(shape_distance(R"({"m":64,"n":32})", R"({"m":64,"k":32})"));  // other keys
   EXPECT_FALSE(shape_distance(R"({"m":64})", R"({"m":64,"n":32})"));
   EXPECT_FALSE(shape_distance("[64,32]", "[64,32,16]"));
+  // A zero is a layout flag (gemm's trans_b=0): it matches another zero only.
+  EXPECT_EQ(shape_distance(R"({"m":64,"trans_b":0})", R"({"m":128,"trans_b":0})"), 1.0);
   EXPECT_FALSE(shape_distance(R"({"m":0})", R"({"m":1})"));
+  EXPECT_FALSE(shape_distance(R"({"m":64,"trans_b":1})", R"({"m":64,"trans_b":0})"));
   EXPECT_FALSE(shape_distance(R"({"m":1})", R"({"m":-2})"));
   EXPECT_FALSE(shape_distance(R"({"m":"64"})", R"({"m":64})"));
   EXPECT_FALSE(shape_distance("not json", R"({"m":64})"));
