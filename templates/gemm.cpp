@@ -25,14 +25,18 @@ const char* const kSkinnyParams[] = {"sk_warps", "sk_cols", "sk_unroll"};
 
 Config default_config() {
   // Valid at every shape: no split, and a 128x128x32 tile over 2x2 warps that fits any device.
+  // group_m=1: a grouped raster repeats it on one-row or one-column tile grids, where only
+  // group_m=1 is kept.
   return {{"path", kMma},    {"bm", 128},      {"bn", 128},     {"bk", 32},       {"warps_m", 2},
-          {"warps_n", 2},    {"stages", 3},    {"group_m", 8},  {"split_k", 1},   {"sk_warps", 8},
+          {"warps_n", 2},    {"stages", 3},    {"group_m", 1},  {"split_k", 1},   {"sk_warps", 8},
           {"sk_cols", 2},    {"sk_unroll", 4}};
 }
 
 constexpr const char* kConstraints =
-    "path=0 (gemm_mma): warps_m*warps_n in [2, 8], the warp tile (bm/warps_m) x (bn/warps_n) a multiple of 16x16 "
-    "and at most 64*64 elements, stages*(bm+bn)*bk*2 <= 232448 shared bytes; the sk_* params at their defaults. "
+    "path=0 (gemm_mma, the rules of gemm_detail::mma_config_violation_code): warps_m*warps_n in [2, 8], the warp "
+    "tile (bm/warps_m) x (bn/warps_n) a multiple of 16x16 and at most 64 in each, a stage's 16-byte chunks a "
+    "multiple of the threads, stages*(bm+bn)*bk*2 <= 232448 shared bytes; group_m > 1 only on a tile grid of "
+    "two rows and two columns or more; the sk_* params at their defaults. "
     "path=1 (gemm_skinny): m <= 16; sk_cols*sk_unroll <= 16; with trans_b=0 sk_cols at its default (unused); "
     "split_k > 1 with trans_b=1 needs sk_warps*sk_cols >= 16; the mma params at their defaults. "
     "Both: split_k > 1 only when m*n <= 2^25, every k-slice is non-empty and the grid has under two waves of "
@@ -62,20 +66,30 @@ std::int64_t mma_smem_bytes(const Config& c) {
   return c.at("stages") * (c.at("bm") + c.at("bn")) * c.at("bk") * 2;
 }
 
-// Mirrors gmjit::gemm_detail::mma_config_violation_code in gmjit/gemm.cuh (0 there = empty here);
-// the kernel's static_asserts reject the same configurations.
+// Mirrors gmjit::gemm_detail::mma_config_violation_code in gmjit/gemm.cuh, rule for rule and in
+// its order (the code there in brackets); the kernel's static_asserts reject the same
+// configurations. Rules 1, 2 and 7 (bk, bm, bn, stages outside what the kernel handles) cannot
+// fail inside the domains, but are kept so the two stay the same function.
 std::string mma_violation(const Config& c) {
-  const std::int64_t bm = c.at("bm"), bn = c.at("bn"), wm = c.at("warps_m"), wn = c.at("warps_n");
+  const std::int64_t bm = c.at("bm"), bn = c.at("bn"), bk = c.at("bk"), wm = c.at("warps_m"), wn = c.at("warps_n");
   const std::int64_t warps = wm * wn;
-  if (warps < 2 || warps > 8) return fmt::format("warps_m*warps_n={} is outside [2, 8]", warps);
+  if (bk != 32 && bk != 64) return fmt::format("bk={} is not 32 or 64 [1]", bk);
+  if (bm % 64 != 0 || bn % 64 != 0) return fmt::format("bm={} or bn={} is not a multiple of 64 [2]", bm, bn);
+  if (warps < 2 || warps > 8) return fmt::format("warps_m*warps_n={} is outside [2, 8] [3]", warps);
   if (bm % (wm * 16) != 0 || bn % (wn * 16) != 0) {
-    return fmt::format("warp tile {}x{} is not a multiple of 16x16", bm / wm, bn / wn);
+    return fmt::format("warp tile {}x{} is not a multiple of 16x16 [4]", bm / wm, bn / wn);
   }
-  if ((bm / wm) * (bn / wn) > 64 * 64) {
-    return fmt::format("warp tile {}x{} holds more than 64*64 accumulators", bm / wm, bn / wn);
+  if (bm / wm > 64 || bn / wn > 64) {
+    return fmt::format("warp tile {}x{} exceeds 64 in m or n (more than 128 accumulators a thread) [5]", bm / wm,
+                       bn / wn);
   }
+  if ((bm * bk / 8) % (warps * 32) != 0 || (bn * bk / 8) % (warps * 32) != 0) {
+    return fmt::format("the 16-byte chunks of a {}x{} or {}x{} stage do not divide among {} threads [6]", bm, bk, bn,
+                       bk, warps * 32);
+  }
+  if (c.at("stages") < 2) return "stages < 2 [7]";
   if (mma_smem_bytes(c) > kMaxSharedBytes) {
-    return fmt::format("stages*(bm+bn)*bk*2 = {} shared bytes, more than {}", mma_smem_bytes(c), kMaxSharedBytes);
+    return fmt::format("stages*(bm+bn)*bk*2 = {} shared bytes, more than {} [8]", mma_smem_bytes(c), kMaxSharedBytes);
   }
   return {};
 }
@@ -129,6 +143,13 @@ std::string violation(const Config& c, const Shape& s) {
       }
     }
     if (auto why = mma_violation(c); !why.empty()) return why;
+    // gemm_mma's grouped raster visits the tiles in row-major order when the tile grid is one row
+    // or one column: the same launch as group_m=1.
+    const std::int64_t tiles_m = ceil_div(s.at("m"), c.at("bm")), tiles_n = ceil_div(s.at("n"), c.at("bn"));
+    if (c.at("group_m") > 1 && (tiles_m == 1 || tiles_n == 1)) {
+      return fmt::format("group_m={} on a {}x{} tile grid visits tiles as group_m=1 does", c.at("group_m"), tiles_m,
+                         tiles_n);
+    }
   } else {
     if (s.at("m") > kSkinnyMaxM) return fmt::format("path=1 (skinny) is for m <= 16, not m={}", s.at("m"));
     for (const char* p : kMmaParams) {
@@ -158,13 +179,41 @@ std::string violation(const Config& c, const Shape& s) {
 std::string dtype_arg(const DtypeInfo& t) { return t.cpp_type; }
 const char* flag(bool b) { return b ? "true" : "false"; }
 
-// Whether some valid configuration splits K at this shape (split_k=2 is valid whenever a larger
-// split is), which is when the kernel needs a workspace.
+// Whether some valid configuration splits K at this shape, which is when the kernel needs a
+// workspace. split_k=2 is valid whenever a larger split is, and the fewest stages whenever more
+// are, so those are the configurations to try: 162 tiles and 12 skinny ones, not the whole cross
+// product.
 bool split_possible(const KernelDescriptor& d, const Shape& s) {
   if (!shape_violation(s).empty() || s.at("m") * s.at("n") > kMaxSplitElements) return false;
-  for (Config c : all_configs(d)) {
-    if (c.at("split_k") != 2) continue;
-    if (violation(c, s).empty()) return true;
+  const auto values = [&](const char* name) {
+    return std::find_if(d.params.begin(), d.params.end(), [&](const ParamDomain& p) { return p.name == name; })
+        ->values;
+  };
+  Config c = default_config();
+  c["split_k"] = 2;
+  for (const auto bm : values("bm")) {
+    for (const auto bn : values("bn")) {
+      for (const auto bk : values("bk")) {
+        for (const auto wm : values("warps_m")) {
+          for (const auto wn : values("warps_n")) {
+            Config t = c;
+            t["bm"] = bm, t["bn"] = bn, t["bk"] = bk, t["warps_m"] = wm, t["warps_n"] = wn;
+            t["stages"] = values("stages").front();
+            if (violation(t, s).empty()) return true;
+          }
+        }
+      }
+    }
+  }
+  c["path"] = kSkinny;
+  for (const auto warps : values("sk_warps")) {
+    for (const auto cols : values("sk_cols")) {
+      for (const auto unroll : values("sk_unroll")) {
+        Config t = c;
+        t["sk_warps"] = warps, t["sk_cols"] = cols, t["sk_unroll"] = unroll;
+        if (violation(t, s).empty()) return true;
+      }
+    }
   }
   return false;
 }

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <set>
 #include <string>
@@ -122,14 +123,21 @@ TEST(Gemm, MmaRulesMirrorTheKernel) {
              {with(d, {{"warps_m", 1}, {"warps_n", 1}}), s, "outside [2, 8]"},
              {with(d, {{"warps_m", 4}, {"warps_n", 4}}), s, "outside [2, 8]"},
              {with(d, {{"bm", 64}, {"warps_m", 4}, {"warps_n", 2}}), s, ""},  // 16x64 warp tiles
-             {with(d, {{"bm", 256}, {"bn", 128}, {"warps_m", 2}, {"warps_n", 1}}), s, "more than 64*64"},
-             {with(d, {{"bm", 128}, {"bn", 128}, {"warps_m", 1}, {"warps_n", 2}}), s, "more than 64*64"},
-             {with(d, {{"bm", 256}, {"bn", 256}, {"warps_m", 4}, {"warps_n", 2}}), s, "more than 64*64"},
+             {with(d, {{"bm", 256}, {"bn", 128}, {"warps_m", 2}, {"warps_n", 1}}), s, "exceeds 64"},
+             {with(d, {{"bm", 128}, {"bn", 128}, {"warps_m", 1}, {"warps_n", 2}}), s, "exceeds 64"},
+             {with(d, {{"bm", 256}, {"bn", 256}, {"warps_m", 4}, {"warps_n", 2}}), s, "exceeds 64"},
+             // 128x32 warp tiles: 4096 accumulators, but 128 rows of them [5]
+             {with(d, {{"bm", 128}, {"bn", 64}, {"warps_m", 1}, {"warps_n", 2}}), s, "exceeds 64"},
              {with(d, {{"bm", 256}, {"bn", 128}, {"bk", 64}, {"stages", 4}, {"warps_m", 4}, {"warps_n", 2}}), s, ""},
              // 4 * (256 + 128) * 64 * 2 = 196608 fits, 5 stages (245760) do not.
              {with(d, {{"bm", 256}, {"bn", 128}, {"bk", 64}, {"stages", 5}, {"warps_m", 4}, {"warps_n", 2}}), s,
               "shared bytes"},
              {with(d, {{"sk_warps", 4}}), s, "path=0 does not use sk_warps"},
+             {with(d, {{"group_m", 8}}), s, ""},
+             // One row or one column of tiles: a grouped raster is the row-major one.
+             {with(d, {{"group_m", 8}}), gemm_shape(128, 4096, 64, 1), "as group_m=1"},
+             {with(d, {{"group_m", 8}}), gemm_shape(4096, 100, 64, 1), "as group_m=1"},
+             {with(d, {{"group_m", 8}}), gemm_shape(129, 129, 64, 1), ""},
              {with(d, {{"sk_unroll", 8}}), s, "path=0 does not use sk_unroll"},
          });
 }
@@ -143,7 +151,7 @@ TEST(Gemm, SkinnyOnlyForSmallM) {
              {skinny(), gemm_shape(17, 4096, 4096, 1), "m <= 16"},
              {skinny(), gemm_shape(16, 4096, 4096, 0), ""},
              {skinny({{"bm", 64}}), gemm_shape(1, 4096, 4096, 1), "path=1 does not use bm"},
-             {skinny({{"group_m", 1}}), gemm_shape(1, 4096, 4096, 1), "path=1 does not use group_m"},
+             {skinny({{"group_m", 8}}), gemm_shape(1, 4096, 4096, 1), "path=1 does not use group_m"},
              {skinny({{"sk_cols", 4}}), gemm_shape(1, 4096, 4096, 1), ""},
              {skinny({{"sk_cols", 4}}), gemm_shape(1, 4096, 4096, 0), "trans_b=0 does not use sk_cols"},
              {skinny({{"sk_cols", 4}, {"sk_unroll", 8}}), gemm_shape(1, 4096, 4096, 1), "more than 16"},
@@ -225,10 +233,10 @@ TEST(Gemm, NameExpressions) {
   testing::expect_names(
       k, {
              {d, gemm_shape(4096, 4096, 4096, 1), "bf16",
-              "gmjit::gemm_mma<__nv_bfloat16, true, 128, 128, 32, 2, 2, 3, 8, 1, true>"},
-             {d, gemm_shape(17, 33, 29, 0), "fp16", "gmjit::gemm_mma<__half, false, 128, 128, 32, 2, 2, 3, 8, 1, false>"},
+              "gmjit::gemm_mma<__nv_bfloat16, true, 128, 128, 32, 2, 2, 3, 1, 1, true>"},
+             {d, gemm_shape(17, 33, 29, 0), "fp16", "gmjit::gemm_mma<__half, false, 128, 128, 32, 2, 2, 3, 1, 1, false>"},
              // k % 8 == 0 but n % 8 != 0: not aligned
-             {d, gemm_shape(64, 60, 64, 1), "fp16", "gmjit::gemm_mma<__half, true, 128, 128, 32, 2, 2, 3, 8, 1, false>"},
+             {d, gemm_shape(64, 60, 64, 1), "fp16", "gmjit::gemm_mma<__half, true, 128, 128, 32, 2, 2, 3, 1, 1, false>"},
              {skinny({{"split_k", 4}}), gemm_shape(1, 4096, 4096, 1), "bf16",
               "gmjit::gemm_skinny<__nv_bfloat16, true, 1, 8, 2, 4, 4, true>"},
              {skinny(), gemm_shape(3, 4096, 4096, 0), "fp16", "gmjit::gemm_skinny<__half, false, 4, 8, 2, 4, 1, true>"},
@@ -279,6 +287,15 @@ TEST(Gemm, WorkspaceOnlyWhereSplitKCanRun) {
   EXPECT_EQ(k.workspace(gemm_shape(8192, 8192, 8192, 1)).bytes, 0);  // m*n above 2^25
   EXPECT_EQ(k.workspace(gemm_shape(32768, 8192, 8192, 1)).bytes, 0);
   EXPECT_EQ(k.workspace(gemm_shape(16, 4096, 1024, 1)).layout, 0);
+  // The same answer as searching every valid configuration for a split.
+  for (const auto& s : {gemm_shape(1, 1, 1, 0), gemm_shape(1, 4096, 56, 1), gemm_shape(1, 4096, 64, 1),
+                        gemm_shape(17, 33, 29, 1), gemm_shape(17, 33, 290, 1), gemm_shape(16, 8192, 4096, 1),
+                        gemm_shape(16, 8192, 4096, 0), gemm_shape(4096, 4096, 4096, 0)}) {
+    const auto configs = valid_configs(k, s);
+    const bool splits =
+        std::any_of(configs.begin(), configs.end(), [](const Config& c) { return c.at("split_k") > 1; });
+    EXPECT_EQ(k.workspace(s).bytes > 0, splits) << format_assignments(s);
+  }
 }
 
 TEST(Gemm, ToleranceAndElementBound) {
