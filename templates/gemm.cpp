@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "templates/builtin.hpp"
 
@@ -218,6 +222,32 @@ bool split_possible(const KernelDescriptor& d, const Shape& s) {
   return false;
 }
 
+// Each path's parameters (and split_k) over their domains, the other path's at the default:
+// every configuration outside these repeats one of them, and violation rejects it.
+std::vector<Config> configurations(const std::vector<ParamDomain>& params) {
+  std::vector<Config> all;
+  for (const auto& [path, own] : {std::pair{kMma, std::vector<std::string>(std::begin(kMmaParams), std::end(kMmaParams))},
+                                   std::pair{kSkinny, std::vector<std::string>(std::begin(kSkinnyParams),
+                                                                               std::end(kSkinnyParams))}}) {
+    std::vector<Config> configs{default_config()};
+    for (auto& c : configs) c["path"] = path;
+    for (const auto& param : params) {
+      if (param.name != "split_k" && std::find(own.begin(), own.end(), param.name) == own.end()) continue;
+      std::vector<Config> next;
+      for (const auto& partial : configs) {
+        for (const auto value : param.values) {
+          Config extended = partial;
+          extended[param.name] = value;
+          next.push_back(std::move(extended));
+        }
+      }
+      configs = std::move(next);
+    }
+    all.insert(all.end(), configs.begin(), configs.end());
+  }
+  return all;
+}
+
 KernelDescriptor gemm_descriptor() {
   KernelDescriptor d;
   d.name = "gemm";
@@ -242,6 +272,7 @@ KernelDescriptor gemm_descriptor() {
       {"sk_unroll", {2, 4, 8}, "path 1: 16-byte loads of B in flight per thread and column (rows with trans_b=0)"},
   };
   d.default_config = default_config();
+  d.configurations = [params = d.params] { return configurations(params); };
   d.constraints_doc = kConstraints;
   d.shape_violation = shape_violation;
   d.violation = violation;

@@ -344,6 +344,7 @@ Config resolve_config(const KernelDescriptor& kernel, const Shape& shape, const 
 }
 
 std::vector<Config> all_configs(const KernelDescriptor& kernel) {
+  if (kernel.configurations) return kernel.configurations();
   std::vector<Config> configs{Config{}};
   for (const auto& param : kernel.params) {
     std::vector<Config> next;

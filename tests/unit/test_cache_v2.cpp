@@ -357,9 +357,11 @@ TEST_F(CacheNearest, PicksSmallestLog2DistanceAmongSameKeys) {
   EXPECT_FALSE(store.nearest_winner("dev-h200", "conv", "f16", R"({"m":1,"n":1,"k":1})"));
   EXPECT_FALSE(store.nearest_winner("dev-none", "gemm", "f16", R"({"m":1,"n":1,"k":1})"));
   EXPECT_EQ(capture_error([&] {
-              store.nearest_winner("dev-h200", "gemm", "f16", R"({"m":0,"n":1,"k":1})");
+              store.nearest_winner("dev-h200", "gemm", "f16", R"({"m":-1,"n":1,"k":1})");
             }).kind(),
             ErrorKind::usage);
+  // A zero is a flag (gemm's trans_b=0), comparable only with another zero.
+  EXPECT_FALSE(store.nearest_winner("dev-h200", "gemm", "f16", R"({"m":0,"n":1,"k":1})"));
   EXPECT_EQ(
       capture_error([&] { store.nearest_winner("dev-h200", "gemm", "f16", "not json"); }).kind(),
       ErrorKind::usage);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -209,20 +210,63 @@ TEST(Gemm, NoTwoValidConfigsAreTheSameLaunch) {
   }
 }
 
+// all_configs lists each path's own parameters over their domains with the other path's at the
+// default: 2 x 1296 x 4... that is 5184 mma and 48 skinny configurations, not the 124416 of the
+// cross product, whose others violation rejects at every shape.
+TEST(Gemm, ConfigurationsAreEachPathsOwnCrossProduct) {
+  const auto& k = gemm();
+  const auto listed = all_configs(k);
+  EXPECT_EQ(listed.size(), 5184u + 48u);
+  std::set<Config> unique(listed.begin(), listed.end());
+  EXPECT_EQ(unique.size(), listed.size());
+  for (const auto& c : listed) {
+    ASSERT_EQ(c.size(), k.params.size());
+    for (const auto& p : k.params) {
+      EXPECT_NE(std::find(p.values.begin(), p.values.end(), c.at(p.name)), p.values.end()) << format_assignments(c);
+    }
+  }
+  EXPECT_EQ(listed.front(), with(k.default_config, {{"bm", 64}, {"bn", 64}, {"bk", 32}, {"warps_m", 1},
+                                                     {"warps_n", 1}, {"stages", 2}}));
+  // A sample of the cross product outside the list: always rejected.
+  std::size_t outside = 0, index = 0;
+  Config c;
+  std::function<void(std::size_t)> walk = [&](std::size_t i) {
+    if (i == k.params.size()) {
+      if (index++ % 97 != 0 || unique.count(c) != 0) return;
+      ++outside;
+      for (const auto& s : {gemm_shape(1, 4096, 4096, 1), gemm_shape(4, 512, 512, 0), gemm_shape(512, 512, 512, 1)}) {
+        EXPECT_NE(k.violation(c, s), "") << format_assignments(c) << " at " << format_assignments(s);
+      }
+      return;
+    }
+    for (const auto value : k.params[i].values) {
+      c[k.params[i].name] = value;
+      walk(i + 1);
+    }
+  };
+  walk(0);
+  EXPECT_GT(outside, 1000u);
+}
+
 // The numbers the gpu and nvrtc tiers' run sizes rest on.
 TEST(Gemm, ValidConfigCounts) {
   const auto& k = gemm();
   const auto count = [&](const Shape& s, std::int64_t path) {
     return testing::count_if_valid(k, s, [&](const Config& c) { return c.at("path") == path; });
   };
-  // Without split-K: 3*3*2*4*2 tile/stage/group choices times the warp layouts whose tile fits.
-  EXPECT_EQ(count(gemm_shape(8192, 8192, 4096, 1), 0), 360u);
+  // No split-K at 8192^2 (m*n above 2^25) nor at 4096^2 (every valid tile grid has 512 tiles or
+  // more): 206 tile, warp and stage choices (bk 2 x stages 4 x the 9 bm,bn pairs' warp layouts
+  // within rules 3-6, less the shared-memory ones), times group_m 1 and 8.
+  EXPECT_EQ(count(gemm_shape(8192, 8192, 4096, 1), 0), 412u);
   EXPECT_EQ(count(gemm_shape(8192, 8192, 4096, 1), 1), 0u);
-  EXPECT_EQ(count(gemm_shape(4096, 4096, 4096, 1), 0), 384u);
-  EXPECT_EQ(count(gemm_shape(1, 1, 1, 0), 0), 360u);
+  EXPECT_EQ(count(gemm_shape(4096, 4096, 4096, 1), 0), 412u);
+  // One tile: group_m=1 only, k=1 cannot split.
+  EXPECT_EQ(count(gemm_shape(1, 1, 1, 0), 0), 206u);
+  // trans_b=0: sk_warps 2 x sk_unroll 3; trans_b=1: x sk_cols 2, less sk_cols*sk_unroll = 32.
   EXPECT_EQ(count(gemm_shape(1, 1, 1, 0), 1), 6u);
-  EXPECT_EQ(count(gemm_shape(1, 1, 1, 1), 1), 11u);
-  EXPECT_EQ(count(gemm_shape(16, 4096, 1024, 1), 1), 38u);
+  EXPECT_EQ(count(gemm_shape(1, 1, 1, 1), 1), 10u);
+  // 10 unsplit, and 7 per split_k in {2, 4, 8} (blocks of at least 16 columns).
+  EXPECT_EQ(count(gemm_shape(16, 4096, 1024, 1), 1), 31u);
   EXPECT_EQ(count(gemm_shape(16, 4096, 1024, 0), 1), 24u);
   EXPECT_EQ(count(gemm_shape(17, 33, 29, 1), 1), 0u);
 }
@@ -267,7 +311,7 @@ TEST(Gemm, Geometry) {
   EXPECT_EQ(cols.grid[0], 4u);  // 256 columns per block
   detail::KernelArgs args;
   k.add_scalars(args, gemm_shape(3, 5, 7, 1));
-  ASSERT_EQ(args.pointers().size(), 3u);
+  ASSERT_EQ(args.size(), 3u);
   EXPECT_EQ(testing::scalar_at<int>(args, 0), 3);
   EXPECT_EQ(testing::scalar_at<int>(args, 1), 5);
   EXPECT_EQ(testing::scalar_at<int>(args, 2), 7);
