@@ -1,3 +1,11 @@
+// gemm: bf16/fp16 C[m,n] = A[m,k] @ B with fp32 accumulation, C in the input dtype, A and C
+// row-major; trans_b (a flag problem key) stores B as k x n (0) or n x k (1, weights). Two
+// kernels behind one `path` parameter: gemm_mma (gmjit/gemm.cuh, tensor-core tiles) and, for
+// m <= 16, gemm_skinny (gmjit/gemm_skinny.cuh, a split-K GEMV-like kernel bound by reading B).
+// Each path has its own parameters and keeps the other's at their defaults; split_k and its
+// workspace (m*n fp32 partials, then a counter per 16x16 tile of C, zero between launches) are
+// shared. trans_b, the aligned flag (k and n multiples of 8) and, for the skinny path, m rounded
+// up to a power of two are template arguments derived from the shape.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -41,7 +49,8 @@ constexpr const char* kConstraints =
     "tile (bm/warps_m) x (bn/warps_n) a multiple of 16x16 and at most 64 in each, a stage's 16-byte chunks a "
     "multiple of the threads, stages*(bm+bn)*bk*2 <= 232448 shared bytes; group_m > 1 only on a tile grid of "
     "two rows and two columns or more; the sk_* params at their defaults. "
-    "path=1 (gemm_skinny): m <= 16; sk_cols*sk_unroll <= 16; with trans_b=0 sk_cols at its default (unused); "
+    "path=1 (gemm_skinny): m <= 16; sk_cols*sk_unroll <= 16, and sk_unroll <= 4 for m > 8 with trans_b=1; with "
+    "trans_b=0 sk_cols at its default (unused); "
     "split_k > 1 with trans_b=1 needs sk_warps*sk_cols >= 16; the mma params at their defaults. "
     "Both: split_k > 1 only when m*n <= 2^25, every k-slice is non-empty and the grid has under two waves of "
     "132 blocks";
@@ -169,6 +178,12 @@ std::string violation(const Config& c, const Shape& s) {
     if (s.at("trans_b") != 0 && c.at("sk_cols") * c.at("sk_unroll") > 16) {
       return fmt::format("sk_cols*sk_unroll = {} loads in flight per thread, more than 16",
                          c.at("sk_cols") * c.at("sk_unroll"));
+    }
+    // ptxas 13.0 spills 36-44 bytes when 16 rows of accumulators meet 8 loads per column in
+    // flight (tests/nvrtc/test_gemm_compile.cpp); 4 do not.
+    if (s.at("trans_b") != 0 && skinny_m_tile(s) == 16 && c.at("sk_unroll") > 4) {
+      return fmt::format("sk_unroll={} with m={} > 8 spills registers (trans_b=1: at most 4)", c.at("sk_unroll"),
+                         s.at("m"));
     }
     // gemm_skinny's split-K counts arrivals per block in x; the workspace has one counter per
     // 16 columns.

@@ -158,6 +158,9 @@ TEST(Gemm, SkinnyOnlyForSmallM) {
              {skinny({{"sk_cols", 4}, {"sk_unroll", 8}}), gemm_shape(1, 4096, 4096, 1), "more than 16"},
              {skinny({{"sk_cols", 4}, {"sk_unroll", 8}}), gemm_shape(1, 4096, 4096, 0), "does not use sk_cols"},
              {skinny({{"sk_unroll", 8}}), gemm_shape(1, 4096, 4096, 0), ""},
+             {skinny({{"sk_unroll", 8}}), gemm_shape(8, 4096, 4096, 1), ""},
+             {skinny({{"sk_unroll", 8}}), gemm_shape(9, 4096, 4096, 1), "spills"},
+             {skinny({{"sk_unroll", 8}}), gemm_shape(16, 4096, 4096, 0), ""},
          });
   for (const auto& config : valid_configs(k, gemm_shape(17, 64, 64, 1))) EXPECT_EQ(config.at("path"), 0);
   EXPECT_GT(testing::count_if_valid(k, gemm_shape(16, 64, 64, 1), [](const Config& c) { return c.at("path") == 1; }),
@@ -265,8 +268,10 @@ TEST(Gemm, ValidConfigCounts) {
   // trans_b=0: sk_warps 2 x sk_unroll 3; trans_b=1: x sk_cols 2, less sk_cols*sk_unroll = 32.
   EXPECT_EQ(count(gemm_shape(1, 1, 1, 0), 1), 6u);
   EXPECT_EQ(count(gemm_shape(1, 1, 1, 1), 1), 10u);
-  // 10 unsplit, and 7 per split_k in {2, 4, 8} (blocks of at least 16 columns).
-  EXPECT_EQ(count(gemm_shape(16, 4096, 1024, 1), 1), 31u);
+  // 10 unsplit, and 7 per split_k in {2, 4, 8} (blocks of at least 16 columns); at m > 8 no
+  // sk_unroll=8 (sk_warps 4 and 8 unsplit, sk_warps 8 with each split).
+  EXPECT_EQ(count(gemm_shape(8, 4096, 1024, 1), 1), 31u);
+  EXPECT_EQ(count(gemm_shape(16, 4096, 1024, 1), 1), 26u);
   EXPECT_EQ(count(gemm_shape(16, 4096, 1024, 0), 1), 24u);
   EXPECT_EQ(count(gemm_shape(17, 33, 29, 1), 1), 0u);
 }
