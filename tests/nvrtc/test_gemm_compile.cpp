@@ -78,5 +78,24 @@ TEST(GemmCompile, DefaultConfigThroughTheCatalog) {
   });
 }
 
+// Every tile, warp layout and stage count the descriptor accepts (group_m=1, split_k=1) is one
+// gemm_mma's static_asserts accept too: the descriptor's mirror of mma_config_violation_code
+// admits nothing the kernel refuses. Needs gmjit/gemm.cuh (the gemm-mma branch), as above.
+TEST(GemmCompile, EveryValidMmaTileThroughTheCatalog) {
+  const auto& kernel = templates::find_kernel("gemm");
+  std::vector<testing::CompileItem> items;
+  const Shape shape = gemm_shape(512, 512, 512, 1);
+  for (const auto& config : templates::valid_configs(kernel, shape)) {
+    if (config.at("path") == 0 && config.at("group_m") == 1 && config.at("split_k") == 1) {
+      items.push_back({"bf16", shape, config});
+    }
+  }
+  EXPECT_EQ(items.size(), 206u);
+  codegen::Compiler compiler;
+  testing::compile_each(compiler, kernel, items, [](const testing::CompileItem&, const codegen::CompiledModule&) {
+    return std::string();
+  });
+}
+
 }  // namespace
 }  // namespace gmjit
