@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <set>
 #include <string>
@@ -274,6 +275,19 @@ TEST(Gemm, ValidConfigCounts) {
   EXPECT_EQ(count(gemm_shape(16, 4096, 1024, 1), 1), 26u);
   EXPECT_EQ(count(gemm_shape(16, 4096, 1024, 0), 1), 24u);
   EXPECT_EQ(count(gemm_shape(17, 33, 29, 1), 1), 0u);
+  // What tests/gpu/test_gemm.cpp verifies per dtype: every valid configuration at its shapes.
+  std::size_t total = 0;
+  for (std::int64_t trans_b : {0, 1}) {
+    for (const auto& [m, n, kk] : std::vector<std::tuple<std::int64_t, std::int64_t, std::int64_t>>{
+             {1, 1, 1}, {17, 33, 29}, {128, 128, 128}, {16, 4096, 1024}, {64, 64, 8}}) {
+      const Shape s = gemm_shape(m, n, kk, trans_b);
+      std::printf("[ configs  ] gemm %s: %zu mma + %zu skinny\n", format_assignments(s).c_str(), count(s, 0),
+                  count(s, 1));
+      total += count(s, 0) + count(s, 1);
+    }
+  }
+  std::printf("[ configs  ] gemm: %zu per dtype at the gpu tier's shapes\n", total);
+  EXPECT_EQ(total, 4262u);
 }
 
 TEST(Gemm, NameExpressions) {
