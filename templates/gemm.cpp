@@ -355,6 +355,8 @@ KernelDescriptor gemm_descriptor() {
       return w;
     }
     const double bm = static_cast<double>(c.at("bm")), bn = static_cast<double>(c.at("bn"));
+    // The tensor cores compute whole tiles: at m = 16 a 128-row tile does 8 times the useful work.
+    w.flops = 2.0 * std::ceil(m / bm) * bm * std::ceil(n / bn) * bn * k;
     // Every block streams a row panel of A and a column panel of B; the repeats mostly hit L2,
     // more of them with grouped rasterization.
     const double compulsory = 2.0 * (m * k + k * n + m * n);

@@ -383,7 +383,11 @@ TEST(Gemm, WorkModel) {
   EXPECT_DOUBLE_EQ(w.flops, 2.0 * 4096 * 4096 * 4096);
   EXPECT_GT(w.compute_efficiency, 1.0) << "tensor cores outrun the fp32 FMA peak the model counts";
   EXPECT_GE(w.bytes, 2.0 * 3 * 4096 * 4096);
+  // Partial tiles cost whole ones.
+  EXPECT_DOUBLE_EQ(k.work(k.default_config, gemm_shape(16, 4096, 1024, 1), dtype_info("bf16")).flops,
+                   2.0 * 128 * 4096 * 1024);
   const auto decode = k.work(skinny(), gemm_shape(1, 4096, 4096, 1), dtype_info("bf16"));
+  EXPECT_DOUBLE_EQ(decode.flops, 2.0 * 4096 * 4096);
   EXPECT_GE(decode.bytes, 2.0 * 4096 * 4096);
   EXPECT_LE(decode.compute_efficiency, 1.0);
 }
