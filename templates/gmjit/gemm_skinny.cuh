@@ -22,6 +22,13 @@
 //
 // kAligned: the caller guarantees K % 8 == 0, N % 8 == 0 and 16-byte aligned A and B; without it
 // every load is a scalar one (coalesced across the warp).
+//
+// Measured on an H200 (a standalone harness against a double host reference: 664 cases of both
+// dtypes and layouts, m 1-16, unaligned and split shapes, all within the descriptor's bounds and
+// the workspace all zeros after each launch): 1 x 16384 x 4096 bf16, trans_b=1, 8 warps x 2
+// columns x 4 vectors in flight, 34.6 us = 3.88 TB/s of B (81% of HBM3e's 4.8); trans_b=0 with
+// split 4, 2.88 TB/s. ptxas 13.0 for sm_90a: at most 254 registers and no spill over every valid
+// configuration (16 rows with 8 vectors per column in flight spill; the descriptor rejects them).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
