@@ -1470,7 +1470,8 @@ namespace {
 using Log2Dimensions = std::vector<std::pair<std::string, double>>;
 
 // The dimensions of a shape as (key, log2 of the value), in key order; nullopt when a value is
-// not a positive number, for which log2 means nothing.
+// negative or not a number, for which log2 means nothing. A zero is a layout flag (gemm's
+// trans_b=0), kept as -infinity: it matches only another zero.
 std::optional<Log2Dimensions> log2_dimensions(const std::string& shape_json) {
   const nlohmann::json shape = nlohmann::json::parse(shape_json, nullptr, false);
   if (!shape.is_object() && !shape.is_array()) return std::nullopt;
@@ -1479,8 +1480,9 @@ std::optional<Log2Dimensions> log2_dimensions(const std::string& shape_json) {
   for (auto it = shape.begin(); it != shape.end(); ++it, ++index) {
     if (!it->is_number()) return std::nullopt;
     const double value = it->get<double>();
-    if (!(value > 0) || !std::isfinite(value)) return std::nullopt;
-    dims.emplace_back(shape.is_object() ? it.key() : std::to_string(index), std::log2(value));
+    if (!(value >= 0) || !std::isfinite(value)) return std::nullopt;
+    dims.emplace_back(shape.is_object() ? it.key() : std::to_string(index),
+                      value == 0 ? -std::numeric_limits<double>::infinity() : std::log2(value));
   }
   return dims;
 }
@@ -1491,6 +1493,9 @@ std::optional<double> log2_distance(const Log2Dimensions& a, const Log2Dimension
   double sum = 0;
   for (std::size_t i = 0; i < a.size(); ++i) {
     if (a[i].first != b[i].first) return std::nullopt;
+    const bool a_zero = std::isinf(a[i].second), b_zero = std::isinf(b[i].second);
+    if (a_zero != b_zero) return std::nullopt;
+    if (a_zero) continue;
     const double d = b[i].second - a[i].second;
     sum += d * d;
   }
@@ -1516,7 +1521,7 @@ std::optional<WinnerRecord> Store::nearest_winner(const std::string& device_key,
                                                   const std::string& shape_json) {
   const auto wanted = log2_dimensions(shape_json);
   if (!wanted) {
-    GMJIT_USAGE_FAIL("shape '{}' is not a JSON object or array of positive numbers", shape_json);
+    GMJIT_USAGE_FAIL("shape '{}' is not a JSON object or array of non-negative numbers", shape_json);
   }
   std::optional<WinnerRecord> best;
   Query q(statement(kNearestSql));

@@ -179,7 +179,9 @@ struct ImportResult {
 /// Euclidean distance between the log2 of their dimensions, sqrt(sum_i (log2 a_i - log2 b_i)^2),
 /// so that doubling any one dimension counts 1 whatever its size; 0 for equal shapes. nullopt
 /// when the shapes do not have the same keys (the same member names for objects, the same length
-/// for arrays), or when either is not JSON or has a dimension that is not a positive number.
+/// for arrays), or when either is not JSON or has a dimension that is negative or not a number.
+/// A zero dimension is a layout flag (gemm's trans_b=0): it counts 0 against another zero and
+/// makes the shapes incomparable (nullopt) against a positive value.
 std::optional<double> shape_distance(const std::string& a_json, const std::string& b_json);
 
 /// How a Store opens its file.
@@ -327,9 +329,10 @@ class Store {
 
   /// Nearest tuned shape: among the winners of the same device, kernel and dtype whose shape has
   /// the same keys as `shape_json`, the one at the smallest shape_distance from it. Winners whose
-  /// shape has a non-positive or non-numeric dimension are skipped; ties go to the smaller
-  /// problem key.
-  /// @throws gmjit::Error (usage) when shape_json is not a JSON object or array of positive numbers
+  /// shape has a negative or non-numeric dimension, or a zero (flag) where `shape_json` has a
+  /// positive value or the reverse, are skipped; ties go to the smaller problem key.
+  /// @throws gmjit::Error (usage) when shape_json is not a JSON object or array of non-negative
+  /// numbers
   std::optional<WinnerRecord> nearest_winner(const std::string& device_key,
                                              const std::string& kernel, const std::string& dtype,
                                              const std::string& shape_json);

@@ -143,7 +143,7 @@ GeneratedSource specialize_reference(const templates::KernelDescriptor& kernel, 
   out.dtype = dtype;
   out.shape = shape;
   out.header = kernel.reference_header;
-  out.name_expression = kernel.reference_expression(templates::dtype_info(dtype));
+  out.name_expression = kernel.reference_expression(templates::dtype_info(dtype), shape);
   out.file_name = kernel.name + "_" + dtype + "_reference.cu";
   out.source = fmt::format("// gmjit: reference for {} {}\n#include \"{}\"\n", kernel.name, dtype, out.header);
   return out;

@@ -55,7 +55,7 @@ KernelDescriptor grayscale_descriptor() {
   };
   describe_tensors(d, {{"rgb", false, {}, R"(["*", 3, "h", "w"])"}, {"out", true, {}, R"(["*", "h", "w"])"}});
   d.add_scalars = [](detail::KernelArgs& args, const Shape& s) { args.add(static_cast<long long>(pixel_count(s))); };
-  d.reference_expression = [](const DtypeInfo&) { return std::string("gmjit::reference::grayscale"); };
+  d.reference_expression = [](const DtypeInfo&, const Shape&) { return std::string("gmjit::reference::grayscale"); };
   d.reference_geometry = [](const Shape& s) { return reference_launch(ceil_div(pixel_count(s), 256)); };
   d.work = [](const Config& c, const Shape& s, const DtypeInfo&) {
     Work w;

@@ -652,7 +652,7 @@ KernelDescriptor parse_manifest(const std::string& manifest_json, const std::str
   };
   if (!m->reference_format.empty()) {
     d.reference_header = d.header;
-    d.reference_expression = [m](const DtypeInfo& t) {
+    d.reference_expression = [m](const DtypeInfo& t, const Shape&) {
       return format_named(m->reference_format, {{"T", t.cpp_type}, {"dtype", t.name}});
     };
     d.reference_geometry = [m](const Shape& s) { return m->launch(m->reference_geometry, s, nullptr, 0); };

@@ -23,7 +23,7 @@ KernelDescriptor norm_descriptor(const std::string& name, bool layer) {
     rows_and_cols(args, s);
     args.add(kEps);
   };
-  d.reference_expression = [name](const DtypeInfo& t) { return fmt::format("gmjit::reference::{}<{}>", name, t.cpp_type); };
+  d.reference_expression = [name](const DtypeInfo& t, const Shape&) { return fmt::format("gmjit::reference::{}<{}>", name, t.cpp_type); };
   d.work = [layer](const Config& c, const Shape& s, const DtypeInfo& t) {
     const double n = static_cast<double>(s.at("rows")) * static_cast<double>(s.at("cols"));
     const double cols = static_cast<double>(s.at("cols"));

@@ -330,7 +330,11 @@ NormalizedProblem normalize_problem(const KernelDescriptor& kernel, const Shape&
                   fmt::format("'{}={}': {} has no problem key '{}' (keys: {})", key, value, kernel.name, key,
                               fmt::join(keys, ", ")));
     }
-    if (value <= 0) {
+    const bool flag = std::find(kernel.flag_keys.begin(), kernel.flag_keys.end(), key) != kernel.flag_keys.end();
+    if (flag && value != 0 && value != 1) {
+      throw Error(ErrorKind::usage, 0, fmt::format("'{}={}': {} is a flag, 0 or 1", key, value, key));
+    }
+    if (!flag && value <= 0) {
       throw Error(ErrorKind::usage, 0, fmt::format("'{}={}': sizes must be positive", key, value));
     }
   }
@@ -381,6 +385,7 @@ Config resolve_config(const KernelDescriptor& kernel, const Shape& shape, const 
 }
 
 std::vector<Config> all_configs(const KernelDescriptor& kernel) {
+  if (kernel.configurations) return kernel.configurations();
   std::vector<Config> configs{Config{}};
   for (const auto& param : kernel.params) {
     std::vector<Config> next;

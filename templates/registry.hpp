@@ -138,11 +138,19 @@ struct KernelDescriptor {
   std::string header;  // the embedded .cuh that defines the kernel
   // The sizes of the tensors, each required at launch.
   std::vector<std::string> problem_keys;
+  // Problem keys that choose a layout rather than a size (gemm's trans_b): 0 or 1, where every
+  // other key must be positive.
+  std::vector<std::string> flag_keys;
   std::vector<DataKey> data_keys;
   std::vector<std::string> dtypes;
   std::vector<ParamDomain> params;
   Config default_config;
   std::string constraints_doc;  // the rules `violation` enforces, for `gmtune list`
+  // Optional: the configurations all_configs lists, when the cross product of the domains is
+  // mostly ones `violation` always rejects (gemm's two paths each have their own parameters and
+  // keep the other path's at one value: 5232 configurations instead of 124416). Each lies in the
+  // domains, none twice. Empty: the cross product.
+  std::function<std::vector<Config>()> configurations;
 
   // Why a configuration in its domains is still invalid for this problem; empty when valid.
   std::function<std::string(const Config&, const Shape&)> violation;
@@ -163,8 +171,9 @@ struct KernelDescriptor {
   std::function<void(detail::KernelArgs&, const Shape&)> add_scalars;
 
   // The reference kernel takes the same inputs, one double output per output element, and the
-  // same scalars; it accumulates in double. Empty when host_reference is set instead.
-  std::function<std::string(const DtypeInfo&)> reference_expression;
+  // same scalars; it accumulates in double. Empty when host_reference is set instead. The shape
+  // is there for template arguments a problem key selects (gemm's trans_b), never for sizes.
+  std::function<std::string(const DtypeInfo&, const Shape&)> reference_expression;
   std::string reference_header = kReferenceHeader;  // the header that defines it
   std::function<LaunchGeometry(const Shape&)> reference_geometry;
   // Largest relative L2 error (||out - ref|| / ||ref||) accepted for a dtype.
@@ -208,7 +217,8 @@ const KernelDescriptor& register_user_kernel(KernelDescriptor kernel);
 bool is_user_kernel(const std::string& name);
 
 // A problem checked against its kernel and put in its one canonical form: the dtype filled in
-// (the kernel's first when empty) and checked, every problem key present and positive, data keys
+// (the kernel's first when empty) and checked, every problem key present and positive (a flag key
+// 0 or 1), data keys
 // at their defaults when absent, no other key. Every layer that accepts a problem calls this
 // (gmjit::validate exposes it); the normalized shape is what keys the cache.
 struct NormalizedProblem {
@@ -232,10 +242,11 @@ Config resolve_config(const KernelDescriptor& kernel, const Shape& shape, const 
 // anything but kernel.problem_keys, which must be set first.
 void describe_tensors(KernelDescriptor& kernel, std::vector<TensorSpec> specs);
 
-// Every configuration in the cross product of the domains that satisfies the constraints; none
+// Every configuration of all_configs that satisfies the constraints; none
 // for a shape beyond the kernel (shape_violation).
 std::vector<Config> valid_configs(const KernelDescriptor& kernel, const Shape& shape);
-// The whole cross product, valid or not, for recording invalid candidates.
+// The whole cross product (or the descriptor's `configurations`), valid or not, for recording
+// invalid candidates.
 std::vector<Config> all_configs(const KernelDescriptor& kernel);
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b);

@@ -137,7 +137,7 @@ KernelDescriptor sgemm_descriptor() {
   d.add_scalars = [](detail::KernelArgs& args, const Shape& s) {
     args.add(static_cast<int>(s.at("m"))).add(static_cast<int>(s.at("n"))).add(static_cast<int>(s.at("k")));
   };
-  d.reference_expression = [](const DtypeInfo&) { return std::string("gmjit::reference::sgemm"); };
+  d.reference_expression = [](const DtypeInfo&, const Shape&) { return std::string("gmjit::reference::sgemm"); };
   d.reference_geometry = [](const Shape& s) {
     LaunchGeometry g;
     g.grid[0] = static_cast<unsigned>(ceil_div(s.at("n"), 16));

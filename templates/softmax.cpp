@@ -116,7 +116,7 @@ KernelDescriptor softmax_descriptor() {
     const bool split = s.at("cols") >= kSplitMinCols;
     return WorkspaceNeed{4 * split_workspace_words(s), split ? s.at("rows") : 0};
   };
-  d.reference_expression = [](const DtypeInfo& t) { return fmt::format("gmjit::reference::softmax<{}>", t.cpp_type); };
+  d.reference_expression = [](const DtypeInfo& t, const Shape&) { return fmt::format("gmjit::reference::softmax<{}>", t.cpp_type); };
   // Outputs average 1 / cols: an absolute bound of order one would accept any value of a long row.
   d.element_bound = [row_bound = d.element_bound](const DtypeInfo& t, const Shape& s) {
     ElementBound bound = row_bound(t, s);

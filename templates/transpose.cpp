@@ -54,7 +54,7 @@ KernelDescriptor transpose_descriptor() {
   };
   describe_tensors(d, {{"in", false, {}, R"(["*", "rows", "cols"])"}, {"out", true, {}, R"(["*", "rows", "cols"])"}});
   d.add_scalars = long_sizes({"rows", "cols"});
-  d.reference_expression = [](const DtypeInfo&) { return std::string("gmjit::reference::transpose"); };
+  d.reference_expression = [](const DtypeInfo&, const Shape&) { return std::string("gmjit::reference::transpose"); };
   d.reference_geometry = [](const Shape& s) { return reference_launch(ceil_div(s.at("rows") * s.at("cols"), 256)); };
   d.work = [](const Config& c, const Shape& s, const DtypeInfo& t) {
     Work w;

@@ -33,7 +33,7 @@ KernelDescriptor vector_add_descriptor() {
   };
   describe_tensors(d, {{"a", false, {}, R"("n")"}, {"b", false, {}, R"("n")"}, {"c", true, {}, R"("n")"}});
   d.add_scalars = long_sizes({"n"});
-  d.reference_expression = [](const DtypeInfo& t) { return fmt::format("gmjit::reference::vector_add<{}>", t.cpp_type); };
+  d.reference_expression = [](const DtypeInfo& t, const Shape&) { return fmt::format("gmjit::reference::vector_add<{}>", t.cpp_type); };
   d.reference_geometry = [](const Shape& s) { return reference_launch(ceil_div(s.at("n"), 256)); };
   // One rounding of the sum: half an ulp relative, with headroom.
   d.work = [](const Config& c, const Shape& s, const DtypeInfo& t) {

@@ -27,6 +27,25 @@ __global__ void sgemm(const float* A, const float* B, double* C, int M, int N, i
   C[static_cast<long long>(row) * N + col] = sum;
 }
 
+// Row-major C (M x N) = A (M x K) * B for bf16/fp16 inputs: B is K x N (kTransB false) or N x K
+// (kTransB true, the weight layout). One element of C per thread, grid-stride over M * N, so any
+// M and N the kernel takes launch. The workspace of the split-K kernels is not the reference's
+// business.
+template <typename T, bool kTransB>
+__global__ void gemm(const T* A, const T* B, double* C, float*, int M, int N, int K) {
+  const long long count = static_cast<long long>(M) * N;
+  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
+  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
+    const long long row = i / N, col = i % N;
+    double sum = 0.0;
+    for (int k = 0; k < K; ++k) {
+      const long long b = kTransB ? col * K + k : static_cast<long long>(k) * N + col;
+      sum += to_double(A[row * K + k]) * to_double(B[b]);
+    }
+    C[i] = sum;
+  }
+}
+
 // Interleaved RGB (n pixels x 3) -> luma, with the coefficients in double.
 __global__ void grayscale(const float* rgb, double* out, long long n) {
   const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;

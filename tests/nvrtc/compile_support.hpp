@@ -67,21 +67,27 @@ inline std::string spills_beyond(const ResourceUsage& r, int limit) {
   return {};
 }
 
-// Compiles every item through `compiler` on all cores (NVRTC is thread-safe) and checks each
-// module; a failed compile is a problem too, reported with NVRTC's whole log. Expects every item
-// compiled without a problem.
+// How a test changes a generated source before compiling it (gemm's skinny kernels compile
+// against their own header while gemm.cuh is elsewhere).
+using SourceEdit = std::function<void(codegen::GeneratedSource&)>;
+
+// Compiles every item through `compiler` for `arch` on all cores (NVRTC is thread-safe) and
+// checks each module; a failed compile is a problem too, reported with NVRTC's whole log. Expects
+// every item compiled without a problem.
 inline CompileOutcome compile_each(codegen::Compiler& compiler, const templates::KernelDescriptor& kernel,
-                                   const std::vector<CompileItem>& items, const ModuleCheck& check) {
+                                   const std::vector<CompileItem>& items, const ModuleCheck& check,
+                                   const std::string& arch = kArch, const SourceEdit& edit = {}) {
   std::atomic<std::size_t> next{0};
   std::mutex mutex;
   CompileOutcome outcome;
   auto work = [&] {
     for (std::size_t i = next++; i < items.size(); i = next++) {
-      const auto source = codegen::specialize(kernel, items[i].shape, items[i].dtype, items[i].config);
+      auto source = codegen::specialize(kernel, items[i].shape, items[i].dtype, items[i].config);
+      if (edit) edit(source);
       std::string problem;
       int registers = 0;
       try {
-        const auto module = compiler.compile(source, kArch).module;
+        const auto module = compiler.compile(source, arch).module;
         registers = module->resources.registers;
         problem = check(items[i], *module);
       } catch (const Error& e) {
@@ -102,8 +108,8 @@ inline CompileOutcome compile_each(codegen::Compiler& compiler, const templates:
   EXPECT_EQ(outcome.compiled, items.size());
   EXPECT_TRUE(outcome.problems.empty()) << outcome.problems.size() << " of " << items.size() << ":\n"
                                         << fmt::format("{}", fmt::join(outcome.problems, "\n"));
-  std::printf("[ compiled ] %zu %s kernels, at most %d registers\n", items.size(), kernel.name.c_str(),
-              outcome.most_registers);
+  std::printf("[ compiled ] %zu %s kernels for %s, at most %d registers\n", items.size(), kernel.name.c_str(),
+              arch.c_str(), outcome.most_registers);
   return outcome;
 }
 

@@ -3,6 +3,7 @@
 // whose every launch fits the device's grid.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -13,13 +14,18 @@
 namespace gmjit {
 namespace {
 
-// Every key at `huge`, then each key alone at `huge` with the others at 64.
+// Every size key at `huge`, then each size key alone at `huge` with the others at 64; flag keys
+// (gemm's trans_b) at 1.
 std::vector<Shape> huge_shapes(const templates::KernelDescriptor& kernel, std::int64_t huge) {
+  const auto is_flag = [&](const std::string& key) {
+    return std::find(kernel.flag_keys.begin(), kernel.flag_keys.end(), key) != kernel.flag_keys.end();
+  };
   std::vector<Shape> shapes(1);
-  for (const auto& key : kernel.problem_keys) shapes[0][key] = huge;
+  for (const auto& key : kernel.problem_keys) shapes[0][key] = is_flag(key) ? 1 : huge;
   for (const auto& key : kernel.problem_keys) {
+    if (is_flag(key)) continue;
     Shape shape;
-    for (const auto& other : kernel.problem_keys) shape[other] = other == key ? huge : 64;
+    for (const auto& other : kernel.problem_keys) shape[other] = is_flag(other) ? 1 : other == key ? huge : 64;
     shapes.push_back(shape);
   }
   return shapes;

@@ -357,9 +357,11 @@ TEST_F(CacheNearest, PicksSmallestLog2DistanceAmongSameKeys) {
   EXPECT_FALSE(store.nearest_winner("dev-h200", "conv", "f16", R"({"m":1,"n":1,"k":1})"));
   EXPECT_FALSE(store.nearest_winner("dev-none", "gemm", "f16", R"({"m":1,"n":1,"k":1})"));
   EXPECT_EQ(capture_error([&] {
-              store.nearest_winner("dev-h200", "gemm", "f16", R"({"m":0,"n":1,"k":1})");
+              store.nearest_winner("dev-h200", "gemm", "f16", R"({"m":-1,"n":1,"k":1})");
             }).kind(),
             ErrorKind::usage);
+  // A zero is a flag (gemm's trans_b=0), comparable only with another zero.
+  EXPECT_FALSE(store.nearest_winner("dev-h200", "gemm", "f16", R"({"m":0,"n":1,"k":1})"));
   EXPECT_EQ(
       capture_error([&] { store.nearest_winner("dev-h200", "gemm", "f16", "not json"); }).kind(),
       ErrorKind::usage);
@@ -407,7 +409,10 @@ TEST(ShapeDistance, IsTheEuclideanDistanceOfLog2Dimensions) {
   EXPECT_FALSE(shape_distance(R"({"m":64,"n":32})", R"({"m":64,"k":32})"));  // other keys
   EXPECT_FALSE(shape_distance(R"({"m":64})", R"({"m":64,"n":32})"));
   EXPECT_FALSE(shape_distance("[64,32]", "[64,32,16]"));
+  // A zero is a layout flag (gemm's trans_b=0): it matches another zero only.
+  EXPECT_EQ(shape_distance(R"({"m":64,"trans_b":0})", R"({"m":128,"trans_b":0})"), 1.0);
   EXPECT_FALSE(shape_distance(R"({"m":0})", R"({"m":1})"));
+  EXPECT_FALSE(shape_distance(R"({"m":64,"trans_b":1})", R"({"m":64,"trans_b":0})"));
   EXPECT_FALSE(shape_distance(R"({"m":1})", R"({"m":-2})"));
   EXPECT_FALSE(shape_distance(R"({"m":"64"})", R"({"m":64})"));
   EXPECT_FALSE(shape_distance("not json", R"({"m":64})"));

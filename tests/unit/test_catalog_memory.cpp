@@ -35,7 +35,7 @@ TEST(Grayscale, DescribedAndListedInTheCatalog) {
   EXPECT_TRUE(find_header(k.header).has_value());
   for (const auto& p : k.params) EXPECT_FALSE(p.doc.empty()) << p.name;
   EXPECT_FALSE(k.constraints_doc.empty());
-  EXPECT_EQ(k.reference_expression(fp32()), "gmjit::reference::grayscale");
+  EXPECT_EQ(k.reference_expression(fp32(), {}), "gmjit::reference::grayscale");
   EXPECT_EQ(k.tolerance(fp32(), image(16, 16)), 1e-6);
 }
 
@@ -133,7 +133,7 @@ TEST(Transpose, DescribedAndListedInTheCatalog) {
   EXPECT_EQ(k.problem_keys, (std::vector<std::string>{"rows", "cols"}));
   EXPECT_EQ(k.dtypes, (std::vector<std::string>{"fp32"}));
   for (const auto& p : k.params) EXPECT_FALSE(p.doc.empty()) << p.name;
-  EXPECT_EQ(k.reference_expression(fp32()), "gmjit::reference::transpose");
+  EXPECT_EQ(k.reference_expression(fp32(), {}), "gmjit::reference::transpose");
   EXPECT_EQ(k.tolerance(fp32(), matrix(3, 5)), 0.0) << "a copy is exact";
 }
 

@@ -35,6 +35,7 @@ std::int64_t evaluate(const json& e, const Shape& shape) {
 const std::map<std::string, std::vector<std::string>> kExpected = {
     {"vector_add", {"a: input - \"n\"", "b: input - \"n\"", "c: output - \"n\""}},
     {"sgemm", {"A: input - [\"*\",\"m\",\"k\"]", "B: input - [\"*\",\"k\",\"n\"]", "C: output - [\"*\",\"m\",\"n\"]"}},
+    {"gemm", {"A: input - [\"*\",\"m\",\"k\"]", "B: input - [\"*\",\"k\",\"n\"]", "C: output - [\"*\",\"m\",\"n\"]"}},
     {"transpose", {"in: input - [\"*\",\"rows\",\"cols\"]", "out: output - [\"*\",\"rows\",\"cols\"]"}},
     {"grayscale", {"rgb: input - [\"*\",3,\"h\",\"w\"]", "out: output - [\"*\",\"h\",\"w\"]"}},
     {"softmax", {"x: input - [\"*\",\"rows\",\"cols\"]", "y: output - [\"*\",\"rows\",\"cols\"]"}},
@@ -51,6 +52,7 @@ Shape sample_shape(const KernelInfo& k) {
   Shape shape;
   std::int64_t value = 3;
   for (const auto& key : k.problem_keys) shape[key] = (value += 4);
+  for (const auto& key : templates::find_kernel(k.name).flag_keys) shape[key] = 1;  // gemm's trans_b
   return shape;
 }
 

@@ -362,7 +362,7 @@ TEST(Manifest, NameExpressionsFormatNamedPlaceholders) {
   const KernelDescriptor d = parse(manifest);
   EXPECT_EQ(d.name_expression({{"block", 128}, {"items", 2}}, {{"n", 10}, {"m", 3}}, dtype_info("fp16")),
             "demo::scale<__half, 128, 2, 10> /* fp16 0x80 */");
-  EXPECT_EQ(d.reference_expression(dtype_info("fp32")), "demo::scale_reference<float>");
+  EXPECT_EQ(d.reference_expression(dtype_info("fp32"), {}), "demo::scale_reference<float>");
   const auto generated = codegen::specialize(d, {{"n", 10}, {"m", 3}}, "fp32", d.default_config);
   EXPECT_EQ(generated.name_expression, "demo::scale<float, 128, 1, 10> /* fp32 0x80 */");
   EXPECT_NE(generated.source.find("#include \"demo/scale.cuh\""), std::string::npos);
@@ -455,7 +455,7 @@ TEST(Manifest, BrokenTemplateManifestParses) {
   EXPECT_EQ(d.geometry({{"mode", 0}, {"block", 64}}, shape, dtype_info("fp32")).dynamic_shared_bytes, 0u);
   EXPECT_EQ(d.geometry({{"mode", 0}, {"block", 64}}, shape, dtype_info("fp32")).grid[0], 16u);
   EXPECT_EQ(d.geometry({{"mode", 0}, {"block", 64}}, {{"n", 1LL << 32}}, dtype_info("fp32")).grid[0], 65535u);
-  EXPECT_EQ(d.reference_expression(dtype_info("fp32")), "user::broken_reference<float>");
+  EXPECT_EQ(d.reference_expression(dtype_info("fp32"), {}), "user::broken_reference<float>");
   EXPECT_EQ(d.tensors(shape).size(), 3u);
   EXPECT_NE(d.violation(d.default_config, {{"n", 1LL << 40}}), "");
 }

@@ -1,0 +1,398 @@
+// gemm: bf16/fp16 C[m,n] = A[m,k] @ B with fp32 accumulation, C in the input dtype, A and C
+// row-major; trans_b (a flag problem key) stores B as k x n (0) or n x k (1, weights). Two
+// kernels behind one `path` parameter: gemm_mma (gmjit/gemm.cuh, tensor-core tiles) and, for
+// m <= 16, gemm_skinny (gmjit/gemm_skinny.cuh, a split-K GEMV-like kernel bound by reading B).
+// Each path has its own parameters and keeps the other's at their defaults; split_k and its
+// workspace (m*n fp32 partials, then a counter per 16x16 tile of C, zero between launches) are
+// shared. trans_b, the aligned flag (k and n multiples of 8) and, for the skinny path, m rounded
+// up to a power of two are template arguments derived from the shape.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "templates/builtin.hpp"
+
+namespace gmjit::templates {
+namespace {
+
+// The H200's 132 SMs: split-K only pays while the tile grid leaves them idle.
+constexpr std::int64_t kSms = 132;
+// Split-K keeps an fp32 partial per element of C in the workspace: up to 2^25 of them (128 MiB).
+constexpr std::int64_t kMaxSplitElements = std::int64_t{1} << 25;
+// The opt-in shared memory of an sm_90 block (CUDA C Programming Guide, compute capability 9.0).
+constexpr std::int64_t kMaxSharedBytes = 232448;
+// gemm_skinny's rows of C per launch, and the columns a block of its kTransB=false kernel covers.
+constexpr std::int64_t kSkinnyMaxM = 16;
+constexpr std::int64_t kSkinnyColsPerBlockN = 256;
+
+enum Path : std::int64_t { kMma = 0, kSkinny = 1 };
+
+const char* const kMmaParams[] = {"bm", "bn", "bk", "warps_m", "warps_n", "stages", "group_m"};
+const char* const kSkinnyParams[] = {"sk_warps", "sk_cols", "sk_unroll"};
+
+Config default_config() {
+  // Valid at every shape: no split, and a 128x128x32 tile over 2x2 warps that fits any device.
+  // group_m=1: a grouped raster repeats it on one-row or one-column tile grids, where only
+  // group_m=1 is kept.
+  return {{"path", kMma},    {"bm", 128},      {"bn", 128},     {"bk", 32},       {"warps_m", 2},
+          {"warps_n", 2},    {"stages", 3},    {"group_m", 1},  {"split_k", 1},   {"sk_warps", 8},
+          {"sk_cols", 2},    {"sk_unroll", 4}};
+}
+
+constexpr const char* kConstraints =
+    "path=0 (gemm_mma, the rules of gemm_detail::mma_config_violation_code): warps_m*warps_n in [2, 8], the warp "
+    "tile (bm/warps_m) x (bn/warps_n) a multiple of 16x16 and at most 64 in each, a stage's 16-byte chunks a "
+    "multiple of the threads, stages*(bm+bn)*bk*2 <= 232448 shared bytes; group_m > 1 only on a tile grid of "
+    "two rows and two columns or more; the sk_* params at their defaults. "
+    "path=1 (gemm_skinny): m <= 16; sk_cols*sk_unroll <= 16, and sk_unroll <= 4 for m > 8 with trans_b=1; with "
+    "trans_b=0 sk_cols at its default (unused); "
+    "split_k > 1 with trans_b=1 needs sk_warps*sk_cols >= 16; the mma params at their defaults. "
+    "Both: split_k > 1 only when m*n <= 2^25, every k-slice is non-empty and the grid has under two waves of "
+    "132 blocks";
+
+bool aligned(const Shape& s) { return s.at("k") % 8 == 0 && s.at("n") % 8 == 0; }
+
+// gemm_skinny's kMTile: the rows of C a thread accumulates, the next power of two from m.
+std::int64_t skinny_m_tile(const Shape& s) {
+  std::int64_t tile = 1;
+  while (tile < s.at("m")) tile *= 2;
+  return tile;
+}
+
+std::int64_t skinny_cols_per_block(const Config& c, const Shape& s) {
+  return s.at("trans_b") != 0 ? c.at("sk_warps") * c.at("sk_cols") : kSkinnyColsPerBlockN;
+}
+
+// Blocks in x: the tiles of C (mma) or the column groups (skinny).
+std::int64_t grid_x(const Config& c, const Shape& s) {
+  if (c.at("path") == kSkinny) return ceil_div(s.at("n"), skinny_cols_per_block(c, s));
+  return ceil_div(s.at("m"), c.at("bm")) * ceil_div(s.at("n"), c.at("bn"));
+}
+
+// Mirrors gmjit::gemm_detail::mma_smem_bytes in gmjit/gemm.cuh.
+std::int64_t mma_smem_bytes(const Config& c) {
+  return c.at("stages") * (c.at("bm") + c.at("bn")) * c.at("bk") * 2;
+}
+
+// Mirrors gmjit::gemm_detail::mma_config_violation_code in gmjit/gemm.cuh, rule for rule and in
+// its order (the code there in brackets); the kernel's static_asserts reject the same
+// configurations. Rules 1, 2 and 7 (bk, bm, bn, stages outside what the kernel handles) cannot
+// fail inside the domains, but are kept so the two stay the same function.
+std::string mma_violation(const Config& c) {
+  const std::int64_t bm = c.at("bm"), bn = c.at("bn"), bk = c.at("bk"), wm = c.at("warps_m"), wn = c.at("warps_n");
+  const std::int64_t warps = wm * wn;
+  if (bk != 32 && bk != 64) return fmt::format("bk={} is not 32 or 64 [1]", bk);
+  if (bm % 64 != 0 || bn % 64 != 0) return fmt::format("bm={} or bn={} is not a multiple of 64 [2]", bm, bn);
+  if (warps < 2 || warps > 8) return fmt::format("warps_m*warps_n={} is outside [2, 8] [3]", warps);
+  if (bm % (wm * 16) != 0 || bn % (wn * 16) != 0) {
+    return fmt::format("warp tile {}x{} is not a multiple of 16x16 [4]", bm / wm, bn / wn);
+  }
+  if (bm / wm > 64 || bn / wn > 64) {
+    return fmt::format("warp tile {}x{} exceeds 64 in m or n (more than 128 accumulators a thread) [5]", bm / wm,
+                       bn / wn);
+  }
+  if ((bm * bk / 8) % (warps * 32) != 0 || (bn * bk / 8) % (warps * 32) != 0) {
+    return fmt::format("the 16-byte chunks of a {}x{} or {}x{} stage do not divide among {} threads [6]", bm, bk, bn,
+                       bk, warps * 32);
+  }
+  if (c.at("stages") < 2) return "stages < 2 [7]";
+  if (mma_smem_bytes(c) > kMaxSharedBytes) {
+    return fmt::format("stages*(bm+bn)*bk*2 = {} shared bytes, more than {} [8]", mma_smem_bytes(c), kMaxSharedBytes);
+  }
+  return {};
+}
+
+// k in the units a k-slice is made of: gemm_mma splits whole bk tiles, gemm_skinny 8-element
+// vectors. A slice holds ceil(units / split_k) of them, so some slices are empty when
+// (split_k - 1) slices already cover k.
+std::string split_violation(const Config& c, const Shape& s) {
+  const std::int64_t split = c.at("split_k");
+  if (split == 1) return {};
+  if (s.at("m") * s.at("n") > kMaxSplitElements) {
+    return fmt::format("split_k={} needs an fp32 workspace of m*n = {} floats, more than 2^25", split,
+                       s.at("m") * s.at("n"));
+  }
+  const std::int64_t unit = c.at("path") == kSkinny ? 8 : c.at("bk");
+  const std::int64_t units = ceil_div(s.at("k"), unit);
+  const std::int64_t per = ceil_div(units, split);
+  if ((split - 1) * per >= units) {
+    return fmt::format("split_k={} leaves k-slices empty: k={} is {} slices of {} (of {} elements)", split, s.at("k"),
+                       ceil_div(units, per), per, unit);
+  }
+  if (grid_x(c, s) >= 2 * kSms) {
+    return fmt::format("split_k={} with {} blocks already two waves of {} SMs", split, grid_x(c, s), kSms);
+  }
+  return {};
+}
+
+// The kernel takes m, n and k as int and indexes within a matrix in int: each matrix below 2^31
+// elements. Each size is checked alone first, so the products cannot overflow.
+std::string shape_violation(const Shape& s) {
+  const std::int64_t limit = std::int64_t{1} << 31;
+  for (const char* key : {"m", "n", "k"}) {
+    if (s.at(key) >= limit) return fmt::format("takes {} as int: {}={} is 2^31 or more", key, key, s.at(key));
+  }
+  if (s.at("m") * s.at("k") >= limit || s.at("k") * s.at("n") >= limit || s.at("m") * s.at("n") >= limit) {
+    return "matrices of 2^31 elements or more need 64-bit indexing, which this template lacks";
+  }
+  if (s.at("trans_b") != 0 && s.at("trans_b") != 1) {
+    return fmt::format("trans_b is 0 (B is k x n) or 1 (B is n x k), not {}", s.at("trans_b"));
+  }
+  return {};
+}
+
+std::string violation(const Config& c, const Shape& s) {
+  if (auto why = shape_violation(s); !why.empty()) return why;
+  const Config defaults = default_config();
+  if (c.at("path") == kMma) {
+    for (const char* p : kSkinnyParams) {
+      if (c.at(p) != defaults.at(p)) {
+        return fmt::format("path=0 does not use {}: only {}={} (the default) is kept", p, p, defaults.at(p));
+      }
+    }
+    if (auto why = mma_violation(c); !why.empty()) return why;
+    // gemm_mma's grouped raster visits the tiles in row-major order when the tile grid is one row
+    // or one column: the same launch as group_m=1.
+    const std::int64_t tiles_m = ceil_div(s.at("m"), c.at("bm")), tiles_n = ceil_div(s.at("n"), c.at("bn"));
+    if (c.at("group_m") > 1 && (tiles_m == 1 || tiles_n == 1)) {
+      return fmt::format("group_m={} on a {}x{} tile grid visits tiles as group_m=1 does", c.at("group_m"), tiles_m,
+                         tiles_n);
+    }
+  } else {
+    if (s.at("m") > kSkinnyMaxM) return fmt::format("path=1 (skinny) is for m <= 16, not m={}", s.at("m"));
+    for (const char* p : kMmaParams) {
+      if (c.at(p) != defaults.at(p)) {
+        return fmt::format("path=1 does not use {}: only {}={} (the default) is kept", p, p, defaults.at(p));
+      }
+    }
+    if (s.at("trans_b") == 0 && c.at("sk_cols") != defaults.at("sk_cols")) {
+      return fmt::format("trans_b=0 does not use sk_cols: only sk_cols={} (the default) is kept",
+                         defaults.at("sk_cols"));
+    }
+    // Registers: a thread holds sk_cols * sk_unroll 16-byte loads of B in flight.
+    if (s.at("trans_b") != 0 && c.at("sk_cols") * c.at("sk_unroll") > 16) {
+      return fmt::format("sk_cols*sk_unroll = {} loads in flight per thread, more than 16",
+                         c.at("sk_cols") * c.at("sk_unroll"));
+    }
+    // ptxas 13.0 spills 36-44 bytes when 16 rows of accumulators meet 8 loads per column in
+    // flight (tests/nvrtc/test_gemm_compile.cpp); 4 do not.
+    if (s.at("trans_b") != 0 && skinny_m_tile(s) == 16 && c.at("sk_unroll") > 4) {
+      return fmt::format("sk_unroll={} with m={} > 8 spills registers (trans_b=1: at most 4)", c.at("sk_unroll"),
+                         s.at("m"));
+    }
+    // gemm_skinny's split-K counts arrivals per block in x; the workspace has one counter per
+    // 16 columns.
+    if (s.at("trans_b") != 0 && c.at("split_k") > 1 && c.at("sk_warps") * c.at("sk_cols") < 16) {
+      return fmt::format("split_k > 1 needs sk_warps*sk_cols >= 16 columns per block, not {}",
+                         c.at("sk_warps") * c.at("sk_cols"));
+    }
+  }
+  return split_violation(c, s);
+}
+
+std::string dtype_arg(const DtypeInfo& t) { return t.cpp_type; }
+const char* flag(bool b) { return b ? "true" : "false"; }
+
+// Whether some valid configuration splits K at this shape, which is when the kernel needs a
+// workspace. split_k=2 is valid whenever a larger split is, and the fewest stages whenever more
+// are, so those are the configurations to try: 162 tiles and 12 skinny ones, not the whole cross
+// product.
+bool split_possible(const KernelDescriptor& d, const Shape& s) {
+  if (!shape_violation(s).empty() || s.at("m") * s.at("n") > kMaxSplitElements) return false;
+  const auto values = [&](const char* name) {
+    return std::find_if(d.params.begin(), d.params.end(), [&](const ParamDomain& p) { return p.name == name; })
+        ->values;
+  };
+  Config c = default_config();
+  c["split_k"] = 2;
+  for (const auto bm : values("bm")) {
+    for (const auto bn : values("bn")) {
+      for (const auto bk : values("bk")) {
+        for (const auto wm : values("warps_m")) {
+          for (const auto wn : values("warps_n")) {
+            Config t = c;
+            t["bm"] = bm, t["bn"] = bn, t["bk"] = bk, t["warps_m"] = wm, t["warps_n"] = wn;
+            t["stages"] = values("stages").front();
+            if (violation(t, s).empty()) return true;
+          }
+        }
+      }
+    }
+  }
+  c["path"] = kSkinny;
+  for (const auto warps : values("sk_warps")) {
+    for (const auto cols : values("sk_cols")) {
+      for (const auto unroll : values("sk_unroll")) {
+        Config t = c;
+        t["sk_warps"] = warps, t["sk_cols"] = cols, t["sk_unroll"] = unroll;
+        if (violation(t, s).empty()) return true;
+      }
+    }
+  }
+  return false;
+}
+
+// Each path's parameters (and split_k) over their domains, the other path's at the default:
+// every configuration outside these repeats one of them, and violation rejects it.
+std::vector<Config> configurations(const std::vector<ParamDomain>& params) {
+  std::vector<Config> all;
+  for (const auto& [path, own] : {std::pair{kMma, std::vector<std::string>(std::begin(kMmaParams), std::end(kMmaParams))},
+                                   std::pair{kSkinny, std::vector<std::string>(std::begin(kSkinnyParams),
+                                                                               std::end(kSkinnyParams))}}) {
+    std::vector<Config> configs{default_config()};
+    for (auto& c : configs) c["path"] = path;
+    for (const auto& param : params) {
+      if (param.name != "split_k" && std::find(own.begin(), own.end(), param.name) == own.end()) continue;
+      std::vector<Config> next;
+      for (const auto& partial : configs) {
+        for (const auto value : param.values) {
+          Config extended = partial;
+          extended[param.name] = value;
+          next.push_back(std::move(extended));
+        }
+      }
+      configs = std::move(next);
+    }
+    all.insert(all.end(), configs.begin(), configs.end());
+  }
+  return all;
+}
+
+KernelDescriptor gemm_descriptor() {
+  KernelDescriptor d;
+  d.name = "gemm";
+  d.summary = "bf16/fp16 C = A * B (trans_b=1: B is n x k, the weight layout), row-major A and C, fp32 "
+              "accumulation: tensor-core tiles with cp.async stages, or a split-K GEMV-like path for m <= 16";
+  d.header = "gmjit/gemm_kernels.cuh";
+  d.problem_keys = {"m", "n", "k", "trans_b"};
+  d.flag_keys = {"trans_b"};
+  d.dtypes = {"bf16", "fp16"};
+  d.params = {
+      {"path", {kMma, kSkinny}, "0: tensor-core tiles (gemm_mma); 1: skinny-M CUDA-core path (gemm_skinny), m <= 16"},
+      {"bm", {64, 128, 256}, "path 0: rows of C per block"},
+      {"bn", {64, 128, 256}, "path 0: columns of C per block"},
+      {"bk", {32, 64}, "path 0: depth of one shared-memory stage"},
+      {"warps_m", {1, 2, 4}, "path 0: warps along m"},
+      {"warps_n", {1, 2, 4}, "path 0: warps along n"},
+      {"stages", {2, 3, 4, 5}, "path 0: shared-memory pipeline stages"},
+      {"group_m", {1, 8}, "path 0: tile rows per raster group (L2 reuse)"},
+      {"split_k", {1, 2, 4, 8}, "k-slices across the grid's z, summed in an fp32 workspace"},
+      {"sk_warps", {4, 8}, "path 1: warps per block"},
+      {"sk_cols", {2, 4}, "path 1, trans_b=1: columns of C (rows of B) per warp"},
+      {"sk_unroll", {2, 4, 8}, "path 1: 16-byte loads of B in flight per thread and column (rows with trans_b=0)"},
+  };
+  d.default_config = default_config();
+  d.configurations = [params = d.params] { return configurations(params); };
+  d.constraints_doc = kConstraints;
+  d.shape_violation = shape_violation;
+  d.violation = violation;
+  // kAligned (k and n multiples of 8) also assumes 16-byte aligned A, B and C: descriptors never
+  // see pointers, and the library's allocations and the tuner's buffers are 256-byte aligned, as
+  // sgemm's vec assumes.
+  d.name_expression = [](const Config& c, const Shape& s, const DtypeInfo& t) {
+    const char* trans_b = flag(s.at("trans_b") != 0);
+    if (c.at("path") == kSkinny) {
+      return fmt::format("gmjit::gemm_skinny<{}, {}, {}, {}, {}, {}, {}, {}>", dtype_arg(t), trans_b,
+                         skinny_m_tile(s), c.at("sk_warps"), c.at("sk_cols"), c.at("sk_unroll"), c.at("split_k"),
+                         flag(aligned(s)));
+    }
+    return fmt::format("gmjit::gemm_mma<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}>", dtype_arg(t), trans_b,
+                       c.at("bm"), c.at("bn"), c.at("bk"), c.at("warps_m"), c.at("warps_n"), c.at("stages"),
+                       c.at("group_m"), c.at("split_k"), flag(aligned(s)));
+  };
+  d.geometry = [](const Config& c, const Shape& s, const DtypeInfo&) {
+    LaunchGeometry g;
+    g.grid[0] = static_cast<unsigned>(grid_x(c, s));
+    g.grid[2] = static_cast<unsigned>(c.at("split_k"));
+    if (c.at("path") == kSkinny) {
+      g.block[0] = static_cast<unsigned>(c.at("sk_warps") * 32);
+    } else {
+      g.block[0] = static_cast<unsigned>(c.at("warps_m") * c.at("warps_n") * 32);
+      g.dynamic_shared_bytes = static_cast<unsigned>(mma_smem_bytes(c));
+    }
+    return g;
+  };
+  describe_tensors(d, {{"A", false, {}, R"(["*", "m", "k"])"},
+                       {"B", false, {}, R"(["*", "k", "n"])"},
+                       {"C", true, {}, R"(["*", "m", "n"])"}});
+  // Split-K: an fp32 partial per element of C, then ceil(m/16) * ceil(n/16) arrival counters,
+  // all zero between launches (the last block of each tile restores them). Shapes where no valid
+  // configuration splits need none.
+  d.workspace = [](const Shape& s) {
+    if (!split_possible(find_kernel("gemm"), s)) return WorkspaceNeed{0, 0};
+    const std::int64_t m = s.at("m"), n = s.at("n");
+    return WorkspaceNeed{4 * (m * n + ceil_div(m, 16) * ceil_div(n, 16)), 0};
+  };
+  d.add_scalars = [](detail::KernelArgs& args, const Shape& s) {
+    args.add(static_cast<int>(s.at("m"))).add(static_cast<int>(s.at("n"))).add(static_cast<int>(s.at("k")));
+  };
+  d.reference_expression = [](const DtypeInfo& t, const Shape& s) {
+    return fmt::format("gmjit::reference::gemm<{}, {}>", t.cpp_type, flag(s.at("trans_b") != 0));
+  };
+  d.reference_geometry = [](const Shape& s) { return reference_launch(ceil_div(s.at("m") * s.at("n"), 256)); };
+  d.work = [](const Config& c, const Shape& s, const DtypeInfo&) {
+    const double m = static_cast<double>(s.at("m")), n = static_cast<double>(s.at("n")),
+                 k = static_cast<double>(s.at("k"));
+    const double split = static_cast<double>(c.at("split_k"));
+    Work w;
+    w.flops = 2.0 * m * n * k;
+    // Split-K adds every partial to the workspace and reads the sums back once.
+    const double split_bytes = split > 1 ? 4.0 * m * n * (split + 1) : 0.0;
+    if (c.at("path") == kSkinny) {
+      // B streams once from DRAM; A (at most 16 rows) and C are small beside it.
+      w.bytes = 2.0 * (n * k + m * k + m * n) + split_bytes;
+      // CUDA-core FMAs, fed by 16-byte loads (scalar ones when k or n is not a multiple of 8).
+      w.compute_efficiency = aligned(s) ? 0.5 : 0.25;
+      const double m_tile = static_cast<double>(skinny_m_tile(s));
+      const double cols = s.at("trans_b") != 0 ? static_cast<double>(c.at("sk_cols")) : 8.0;
+      w.registers = static_cast<int>(std::min(255.0, m_tile * cols + 4.0 * c.at("sk_unroll") * cols / 2 + 40));
+      w.shared_bytes = s.at("trans_b") != 0 ? 4 : skinny_m_tile(s) * kSkinnyColsPerBlockN * 4 + 4;
+      return w;
+    }
+    const double bm = static_cast<double>(c.at("bm")), bn = static_cast<double>(c.at("bn"));
+    // The tensor cores compute whole tiles: at m = 16 a 128-row tile does 8 times the useful work.
+    w.flops = 2.0 * std::ceil(m / bm) * bm * std::ceil(n / bn) * bn * k;
+    // Every block streams a row panel of A and a column panel of B; the repeats mostly hit L2,
+    // more of them with grouped rasterization.
+    const double compulsory = 2.0 * (m * k + k * n + m * n);
+    const double repeats = 2.0 * ((std::ceil(n / bn) - 1) * m * k + (std::ceil(m / bm) - 1) * k * n);
+    w.bytes = compulsory + repeats / (c.at("group_m") > 1 ? 8.0 : 2.0) + split_bytes;
+    // The H200's dense bf16/fp16 tensor-core peak (989 TFLOP/s) is about 14.8 times its fp32 FMA
+    // peak (67 TFLOP/s), which the model's peak counts; mma.sync kernels reach about 60-70% of
+    // it with a 64x64 warp tile, less with smaller warp tiles (fewer mma per shared load) and
+    // with fewer than three stages (exposed load latency).
+    const double warp_area = (bm / static_cast<double>(c.at("warps_m"))) * (bn / static_cast<double>(c.at("warps_n")));
+    w.compute_efficiency = 14.8 * 0.65 * std::sqrt(warp_area / (64.0 * 64.0)) * (c.at("stages") >= 3 ? 1.0 : 0.8);
+    w.shared_bytes = mma_smem_bytes(c);
+    w.registers = static_cast<int>(std::min(255.0, warp_area / 32.0 + 64.0));
+    return w;
+  };
+  // The inputs are the reference's inputs exactly (it widens the same bf16/fp16 values), so the
+  // error is the output's rounding plus fp32 accumulation. The rounding is at most half an ulp:
+  // 2^-8 of |C| for bf16 (about 1.7e-3 in relative L2 for random values), 2^-11 for fp16 (2e-4).
+  // fp32 accumulation adds about 2^-24 sqrt(k) relative (2e-6 at k = 65536), so the tolerance
+  // does not need to grow with k. A dropped or doubled k-tile or split is off by far more.
+  d.tolerance = [](const DtypeInfo& t, const Shape&) { return t.name == "bf16" ? 5e-3 : 1e-3; };
+  // Per element: the rounding of C (rtol, slightly above 2^-8 for bf16 and 2^-11 for fp16) plus
+  // the fp32 accumulation's absolute error, which does not shrink when cancellation brings C near
+  // zero: about 2^-24 * k * 0.15 (sgemm's estimate: partial sums of products of magnitude ~0.36
+  // grow like sqrt(k)); 4e-6 * k is 60 times that, which leaves room for the tensor cores' own
+  // accumulation order and the split-K sums. A wrong element is off by about 0.36 sqrt(k) (23 at
+  // k = 4096), and at k = 1 by at least one product, 1/256 (inputs in +-[1/16, 1)), above
+  // atol + rtol |C| at every k.
+  d.element_bound = [](const DtypeInfo& t, const Shape& s) {
+    const double atol = 1e-4 + 4e-6 * static_cast<double>(s.at("k"));
+    return ElementBound{atol, t.name == "bf16" ? 4e-3 : 5e-4};
+  };
+  return d;
+}
+
+const BuiltinKernel registered(25, "gemm", gemm_descriptor);
+
+}  // namespace
+}  // namespace gmjit::templates
