@@ -43,8 +43,9 @@ namespace {
 
 // How a preset reads its shapes file, beyond what a --shapes file gets.
 struct ReadRules {
-  // kernel name in the file -> (kernel, dtype) this library tunes for it instead
-  std::map<std::string, std::pair<std::string, std::string>> substitutes;
+  // kernel -> problem keys every shape of its sweeps gets unless the shape or the sweep's own
+  // "keys" name them (the llm preset's gemm: trans_b=1, the weight layout of a linear layer)
+  std::map<std::string, Shape> sweep_keys;
   // Sweeps of kernels not in the catalog are dropped with one log line instead of failing: a
   // preset may list kernels the library gains later.
   bool skip_unknown_kernels = false;
@@ -102,13 +103,26 @@ std::vector<Problem> parse_shapes(const std::string& text, const std::string& so
     if (entry.contains("dtype") && !entry["dtype"].is_string()) {
       throw Error(ErrorKind::usage, 0, where + ": \"dtype\" must be a string");
     }
+    // Keys shared by every shape of the sweep; a shape that names one keeps its own value.
+    Shape shared_keys;
+    if (entry.contains("keys")) {
+      if (!entry["keys"].is_object()) {
+        throw Error(ErrorKind::usage, 0, where + ": \"keys\" must be an object of integers, e.g. {\"trans_b\": 1}");
+      }
+      for (const auto& [key, value] : entry["keys"].items()) {
+        if (!value.is_number_integer()) {
+          throw Error(ErrorKind::usage, 0, fmt::format("{}: keys.{} is not an integer ({})", where, key, value.dump()));
+        }
+        shared_keys[key] = value.get<std::int64_t>();
+      }
+    }
     std::string kernel = entry["kernel"].get<std::string>();
     std::string dtype = entry.value("dtype", std::string());
-    if (const auto substitute = rules.substitutes.find(kernel); substitute != rules.substitutes.end()) {
-      std::tie(kernel, dtype) = substitute->second;
-    }
     if (!only_kernels.empty() && std::find(only_kernels.begin(), only_kernels.end(), kernel) == only_kernels.end()) {
       continue;
+    }
+    if (const auto preset_keys = rules.sweep_keys.find(kernel); preset_keys != rules.sweep_keys.end()) {
+      for (const auto& [key, value] : preset_keys->second) shared_keys.emplace(key, value);
     }
     if (rules.skip_unknown_kernels && !in_catalog(kernel)) {
       skipped.push_back(fmt::format("{}{}{} ({} shapes)", kernel, dtype.empty() ? "" : " ", dtype,
@@ -120,6 +134,7 @@ std::vector<Problem> parse_shapes(const std::string& text, const std::string& so
       const std::string at = fmt::format("{} ({}), shape {}", where, kernel, i);
       if (!shapes[i].is_object()) throw Error(ErrorKind::usage, 0, at + ": not an object");
       Problem problem{kernel, dtype, {}, {}};
+      problem.shape = shared_keys;
       for (const auto& [key, value] : shapes[i].items()) {
         if (key == "from") {
           problem.label = value.is_string() ? value.get<std::string>() : value.dump();
@@ -151,10 +166,10 @@ const std::vector<Preset>& presets() {
       {"default", "vector_add fp32 and fp16 at n=2^24, sgemm fp32 at 1024^3 and 4096^3", nullptr, {}},
       {"llm",
        "the GEMM shapes of LLM layers (llama-3-8b and -70b projections), square, GPU MODE and KernelBench "
-       "matmul sizes; their bf16/fp16 'gemm' is tuned as sgemm fp32 until a half-precision GEMM exists, and a "
+       "matmul sizes, as bf16 and fp16 'gemm' with trans_b=1 (B holds the weights n x k, as in x @ W^T); a "
        "shape listed twice is tuned once",
        "llm.json",
-       {{{"gemm", {"sgemm", "fp32"}}}, false}},
+       {{{"gemm", {{"trans_b", 1}}}}, false}},
       {"gpumode",
        "the GPU MODE / KernelBench memory-bound problems; sweeps of kernels not yet in the catalog are skipped, "
        "with a warning naming them",

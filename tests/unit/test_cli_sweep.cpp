@@ -48,8 +48,15 @@ TEST_F(CliSweep, DryRunListsTheLlmPresetOneProblemALine) {
   ASSERT_EQ(result.status, 0) << result.err;
   const auto listed = lines(result.out);
   EXPECT_EQ(listed.size(), preset_problems("llm").size());
-  for (const auto& line : listed) EXPECT_EQ(line.rfind("sgemm fp32 k=", 0), 0u) << line;
-  EXPECT_NE(result.out.find("k=4096,m=16,n=6144 llama-3-8b"), std::string::npos) << result.out;
+  std::size_t gemm_lines = 0;
+  for (const auto& line : listed) {
+    if (line.rfind("sgemm fp32 k=", 0) == 0) continue;  // the file's own fp32 sweep
+    ++gemm_lines;
+    EXPECT_TRUE(line.rfind("gemm bf16 k=", 0) == 0 || line.rfind("gemm fp16 k=", 0) == 0) << line;
+    EXPECT_NE(line.find(",trans_b=1 "), std::string::npos) << "the weight layout: " << line;
+  }
+  EXPECT_EQ(gemm_lines, 61u);
+  EXPECT_NE(result.out.find("gemm bf16 k=4096,m=16,n=6144,trans_b=1 llama-3-8b"), std::string::npos) << result.out;
   EXPECT_FALSE(fs::exists(db_)) << "a dry run never creates the cache";
   EXPECT_FALSE(fs::exists(db_.parent_path()));
 }
@@ -162,10 +169,10 @@ TEST_F(CliSweep, BadBudgetOrStrategyIsUsageBeforeTheDevice) {
   EXPECT_FALSE(fs::exists(db_));
 }
 
-TEST_F(CliSweep, HelpNamesThePresetsAndTheGemmSubstitution) {
+TEST_F(CliSweep, HelpNamesThePresetsAndTheGemmLayout) {
   const auto result = run_gmtune("sweep --help");
   EXPECT_EQ(result.status, 0);
-  for (const char* text : {"llm", "gpumode", "sgemm fp32", "--shard", "--dry-run", "--budget", "--strategy"}) {
+  for (const char* text : {"llm", "gpumode", "trans_b=1", "--shard", "--dry-run", "--budget", "--strategy"}) {
     EXPECT_NE(result.out.find(text), std::string::npos) << text;
   }
 }

@@ -110,14 +110,15 @@ TuneReport tune(const Problem& problem, const TuneOptions& options = {});
 /// Problems of a shapes file, JSON of the form {"sweeps": [{"kernel": K, "dtype": T, "shapes":
 /// [{KEY: N, .., "from": LABEL}, ..]}, ..]} (KEY: the kernel's problem keys), keeping only sweeps
 /// of `only_kernels` when it is not empty; throws Error(usage) naming the sweep and shape index of anything malformed
-/// (unknown kernel or dtype, missing or unknown keys, non-integer values). A kernel, dtype and
+/// (unknown kernel or dtype, missing or unknown keys, non-integer values). A sweep may give keys
+/// its shapes share as "keys": {KEY: N, ..}; a shape naming the same key keeps its own. A kernel, dtype and
 /// shape listed more than once is one problem, its labels joined with "; ".
 std::vector<Problem> read_shapes_file(const std::string& path, const std::vector<std::string>& only_kernels = {});
 /// Problems of a built-in preset; throws Error(usage) for an unknown name.
 ///  - "default": vector_add fp32 and fp16 at n = 2^24, sgemm fp32 at 1024^3 and 4096^3.
 ///  - "llm": every GEMM shape of the bundled LLM shapes file (llama-3 projections, square,
-///    GPU MODE and KernelBench sizes). Its "gemm" sweeps (bf16, fp16) are tuned as sgemm fp32,
-///    the only GEMM of the catalog so far; shapes that then repeat are listed once.
+///    GPU MODE and KernelBench sizes), tuned as bf16 and fp16 `gemm` with trans_b=1 (B holds
+///    the weights, n x k, as in x @ W^T).
 ///  - "gpumode": the bundled GPU MODE / KernelBench memory-bound shapes. Sweeps of kernels not
 ///    (yet) in the catalog are skipped with one warning naming them; today vector_add fp16 remains.
 /// Presets are shapes files embedded in the library and read by the reader of read_shapes_file.
