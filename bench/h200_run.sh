@@ -7,6 +7,9 @@
 #          the shapes file at $1/memory_bound.json, or at $MEMORY_SHAPES (a subset in the same format)
 #   all    tests and tuner, then the older benchmarks (compile, sgemm, cache) and the unit and nvrtc
 #          tiers (not memory or multigpu: with them the call would pass 10 minutes)
+#   gemm   gemm against cuBLAS (issue 17): bench_gemm over $GEMM_SHAPES (default $1/gemm.json, a copy of
+#          shared/shapes/gemm.json) into a fresh cache, sgemm 4096^3 against cuBLAS fp32, and the SASS
+#          of the bf16 4096^3 winner; GEMM_ARGS adds bench_gemm flags (e.g. --tune-evaluations 24)
 #   multigpu  sweep throughput of the llm preset on one GPU against --devices all (issue 6), and
 #          whether the winners agree; not part of all (it takes two sweeps)
 # Logs are packed into $OUT/logs.tgz (the lease returns few files).
@@ -29,6 +32,7 @@ step() {  # name, command...
   echo "=== $name: $*"
   stdbuf -oL -eL "$@" >"$out/$name.log" 2>&1
   local rc=$?
+  last_rc=$rc
   echo "=== $name: exit $rc"
   [ $rc -eq 0 ] || status=1
   tail -n "${TAIL:-15}" "$out/$name.log"
@@ -38,8 +42,9 @@ cat "$out/gpu.csv"
 ldd "$bin/libgmjit.so.0" "$bin/gmtune" | grep -v -E "linux-vdso|ld-linux" | awk '{print $1}' | sort -u | tr '\n' ' '; echo
 if [ "$part" = tests ] || [ "$part" = all ]; then
 step devices "$bin/gmtune" devices
-step gpu_tier "$bin/gmjit_gpu_tests"
-if grep -q "exit 13[49]" <(tail -n 1 "$out/gpu_tier.log") 2>/dev/null || ! grep -q "tests ran" "$out/gpu_tier.log"; then
+# Bounded, so a hang still leaves the logs and the steps after it.
+step gpu_tier timeout "${TIER_TIMEOUT:-540}" "$bin/gmjit_gpu_tests"
+if [ "$last_rc" != 124 ] && ! grep -q "tests ran" "$out/gpu_tier.log"; then
   # A crash: where it happened, from the debugger the image carries.
   cuda-gdb -batch -ex run -ex bt --args "$bin/gmjit_gpu_tests" >"$out/gpu_tier_backtrace.log" 2>&1
   grep -A25 -E "SIGSEGV|SIGABRT" "$out/gpu_tier_backtrace.log" | head -40
@@ -145,6 +150,20 @@ fi
 #   interleaved with the copy                                      ~60 s  (timeout 130)
 # The timeouts bound it at 10 minutes. A sweep cut short leaves bench_memory to tune the rest,
 # 5 s each (--tune-seconds).
+if [ "$part" = gemm ]; then
+gemm_cache="$(mktemp -d)/gmjit.db"
+# shellcheck disable=SC2086  # extra flags, word-split on purpose
+TAIL=80 step bench_gemm timeout "${GEMM_TIMEOUT:-360}" "$bin/bench_gemm" --shapes "${GEMM_SHAPES:-$bin/gemm.json}" \
+  --cache "$gemm_cache" --json-out "$out/bench_gemm.json" ${GEMM_ARGS:-}
+TAIL=12 step bench_sgemm timeout 150 "$bin/bench_sgemm" 4096
+mkdir -p "$out/gemm_sass"
+winner=$(GMJIT_CACHE="$gemm_cache" "$bin/gmtune" show --json 2>/dev/null |
+  python3 -c 'import json,sys; w=[r for r in json.load(sys.stdin) if r.get("kernel")=="gemm" and r.get("shape",{}).get("m")==4096 and r.get("shape",{}).get("k")==4096 and r.get("shape",{}).get("n")==4096]; print(",".join(f"{k}={v}" for k,v in w[0]["config"].items()) if w else "")' 2>/dev/null)
+if [ -n "$winner" ]; then
+  TAIL=3 step gemm_sass "$bin/gmtune" compile gemm --dtype bf16 --shape m=4096,n=4096,k=4096,trans_b=1 \
+    --config "$winner" --out "$out/gemm_sass"
+fi
+fi
 if [ "$part" = memory ]; then
 here="$(cd "$(dirname "$0")" && pwd)"
 memory_cache="$(mktemp -d)/gmjit.db"

@@ -297,13 +297,13 @@ KernelDescriptor gemm_descriptor() {
   d.name_expression = [](const Config& c, const Shape& s, const DtypeInfo& t) {
     const char* trans_b = flag(s.at("trans_b") != 0);
     if (c.at("path") == kSkinny) {
-      return fmt::format("gmjit::gemm_skinny<{}, {}, {}, {}, {}, {}, {}, {}>", dtype_arg(t), trans_b,
-                         skinny_m_tile(s), c.at("sk_warps"), c.at("sk_cols"), c.at("sk_unroll"), c.at("split_k"),
-                         flag(aligned(s)));
+      return fmt::format("gmjit::gemm_skinny<{}, {}, {}, {}, {}, {}, {}>", dtype_arg(t), trans_b, skinny_m_tile(s),
+                         c.at("sk_warps"), c.at("sk_cols"), c.at("sk_unroll"), flag(aligned(s)));
     }
-    return fmt::format("gmjit::gemm_mma<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}>", dtype_arg(t), trans_b,
-                       c.at("bm"), c.at("bn"), c.at("bk"), c.at("warps_m"), c.at("warps_n"), c.at("stages"),
-                       c.at("group_m"), c.at("split_k"), flag(aligned(s)));
+    // split_k is the grid's depth (geometry below), so every split shares one compile.
+    return fmt::format("gmjit::gemm_mma<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}>", dtype_arg(t), trans_b, c.at("bm"),
+                       c.at("bn"), c.at("bk"), c.at("warps_m"), c.at("warps_n"), c.at("stages"), c.at("group_m"),
+                       flag(aligned(s)));
   };
   d.geometry = [](const Config& c, const Shape& s, const DtypeInfo&) {
     LaunchGeometry g;

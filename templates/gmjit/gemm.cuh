@@ -14,12 +14,12 @@
 // pointers; slower, the tuner only picks it for shapes that leave no choice).
 //
 // Tiles are visited in a grouped raster (kGroupM tile-rows per group) so blocks running together
-// share rows of A and columns of B in L2. kSplitK > 1 splits the k-tiles over gridDim.z; slices
+// share rows of A and columns of B in L2. gridDim.z > 1 splits the k-tiles over z; slices
 // red.add their fp32 partials into the workspace and the last slice of a tile, found through a
 // per-tile arrival counter, converts the sums into C and leaves workspace and counter at zero.
 //
 // Measured: compiled with NVRTC/ptxas 13.0 for sm_80, sm_89 and sm_90a (every valid configuration
-// of the tuner's domain per architecture, the dtype / layout / path / kGroupM / kSplitK variants
+// of the tuner's domain per architecture, the dtype / layout / path / kGroupM / split variants
 // rotating: tests/nvrtc/test_gemm_kernel_compile.cpp), the aligned path keeps nothing in local
 // memory; the element-wise path spilled 8 bytes in two fp16 split-K configurations of 8 warps on
 // sm_80 (ptxas holding the 128-register step). 64 x 64 warp tiles take 220-255 registers.
@@ -62,7 +62,7 @@ __host__ __device__ constexpr int mma_smem_bytes(int bm, int bn, int bk, int sta
 }
 
 // 0 when (bm, bn, bk, warps_m, warps_n, stages) is a configuration gemm_mma accepts (for every T,
-// kTransB, kGroupM >= 1, kSplitK >= 1, kAligned); otherwise the first rule broken:
+// kTransB, kGroupM >= 1, kAligned and split); otherwise the first rule broken:
 //   1  bk is not 32 or 64 (one k-tile row is 4 or 8 16-byte chunks: the A / B^T swizzles)
 //   2  bm or bn is not a positive multiple of 64 (a K x N row of B must span >= 8 chunks for its
 //      swizzle)
@@ -180,16 +180,16 @@ __device__ __forceinline__ uint4 gather8(const unsigned short* __restrict__ src,
 // T is __nv_bfloat16 or __half.
 // Block: kWarpsM*kWarpsN*32 threads (1-D). Grid: x = ceil(M/kBM)*ceil(N/kBN) (tile index, mapped to
 // (tile_m, tile_n) in a grouped raster of kGroupM tile-rows; kGroupM=1 is a row-major raster),
-// y = 1, z = kSplitK. Dynamic shared memory = gemm_detail::mma_smem_bytes(kBM,kBN,kBK,kStages).
+// y = 1, z = the split (any z >= 1; one compiled kernel serves every split). Dynamic shared memory = gemm_detail::mma_smem_bytes(kBM,kBN,kBK,kStages).
 // kAligned: the caller guarantees K % 8 == 0, N % 8 == 0 and A, B, C 16-byte aligned; otherwise
 // any M, N, K >= 1 and any 2-byte alignment. Tails in M, N, K are always handled.
-// kSplitK > 1: workspace holds M*N floats (zero) followed by ceil(M/16)*ceil(N/16) unsigned
+// gridDim.z > 1: workspace holds M*N floats (zero) followed by ceil(M/16)*ceil(N/16) unsigned
 // counters (zero); slices add into the floats, the last slice of tile (tile_m, tile_n) (counter
 // tile_m * ceil(N/kBN) + tile_n) writes C and zeroes its floats and counter again.
-// kSplitK == 1 never touches workspace (it may be null).
+// gridDim.z == 1 never touches workspace (it may be null).
 // Offsets inside one block's tile rows are 32-bit: kBM * K, kBN * K and kBK * N below 2^31.
 template <typename T, bool kTransB, int kBM, int kBN, int kBK, int kWarpsM, int kWarpsN, int kStages,
-          int kGroupM, int kSplitK, bool kAligned>
+          int kGroupM, bool kAligned>
 __global__ void __launch_bounds__(kWarpsM * kWarpsN * 32)
     gemm_mma(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, float* __restrict__ workspace,
              int M, int N, int K) {
@@ -213,7 +213,6 @@ __global__ void __launch_bounds__(kWarpsM * kWarpsN * 32)
   static_assert(mma_config_violation_code(kBM, kBN, kBK, kWarpsM, kWarpsN, kStages) == 0,
                 "gemm_mma: mma_config_violation_code disagrees with the static_asserts");
   static_assert(kGroupM >= 1, "gemm_mma: kGroupM must be at least 1");
-  static_assert(kSplitK >= 1, "gemm_mma: kSplitK must be at least 1");
 
   enum : int {
     kThreads = kWarpsM * kWarpsN * 32,
@@ -268,11 +267,14 @@ __global__ void __launch_bounds__(kWarpsM * kWarpsN * 32)
   const int block_n = tile_n * kBN;
 
   // This slice's k-tiles: a contiguous range, possibly empty (it still reports to the counter).
+  // The split is the grid's depth, not a template argument: every split of a tile configuration
+  // runs one compiled kernel.
+  const int split_k = static_cast<int>(gridDim.z);
   const int k_tiles = (K + kBK - 1) / kBK;
   int kt_begin = 0;
   int kt_count = k_tiles;
-  if (kSplitK > 1) {
-    const int per_slice = (k_tiles + kSplitK - 1) / kSplitK;
+  if (split_k > 1) {
+    const int per_slice = (k_tiles + split_k - 1) / split_k;
     kt_begin = static_cast<int>(blockIdx.z) * per_slice;
     kt_count = max(0, min(k_tiles, kt_begin + per_slice) - kt_begin);
   }
@@ -438,7 +440,7 @@ __global__ void __launch_bounds__(kWarpsM * kWarpsN * 32)
     }
   };
 
-  if (kSplitK == 1) {
+  if (split_k == 1) {
 #pragma unroll
     for (int i = 0; i < kMT; ++i) {
 #pragma unroll
@@ -472,13 +474,13 @@ __global__ void __launch_bounds__(kWarpsM * kWarpsN * 32)
     }
   }
   // The threadFenceReduction pattern: every thread's adds are visible device-wide before the
-  // block's arrival is counted, so the slice that sees kSplitK - 1 earlier arrivals reads the
+  // block's arrival is counted, so the slice that sees split_k - 1 earlier arrivals reads the
   // complete sums.
   __threadfence();
   unsigned* const counter =
       reinterpret_cast<unsigned*>(workspace + static_cast<long long>(M) * N) + (tile_m * tiles_n + tile_n);
   bool last = false;
-  if (tid == 0) last = atomicAdd(counter, 1u) == static_cast<unsigned>(kSplitK - 1);
+  if (tid == 0) last = atomicAdd(counter, 1u) == static_cast<unsigned>(split_k - 1);
   if (!__syncthreads_or(last)) return;
   __threadfence();
   if (tid == 0) *counter = 0u;

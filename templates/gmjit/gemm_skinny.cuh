@@ -13,7 +13,7 @@
 // of a row of B, so a warp reads 512 contiguous bytes of a row), and the warps of the block take
 // interleaved rows of B, kUnroll rows in flight per lane; the warps' sums meet in shared memory.
 //
-// Split-K (kSplitK > 1): block z takes the k-slice [z * S, min(K, (z + 1) * S)) with S a multiple
+// Split-K (gridDim.z > 1, a launch choice: one compiled kernel serves every split): block z takes the k-slice [z * S, min(K, (z + 1) * S)) with S a multiple
 // of 8 (vectors stay aligned). Every block adds its partial sums to a fp32 workspace of M * N
 // floats (atomically), then bumps a counter that follows them (one unsigned per block in x; the
 // layout reserves ceil(M/16) * ceil(N/16), and a block covers at least 16 columns); the block
@@ -71,10 +71,10 @@ __device__ __forceinline__ float warp_sum(float v) {
 }
 
 // The k-slice of block z: a multiple of 8 elements long, clipped to K (empty when z * S >= K).
-template <int kSplitK>
 __device__ __forceinline__ void k_slice(int K, int& k0, int& k1) {
+  const int split = static_cast<int>(gridDim.z);
   const int vectors = (K + kVec - 1) / kVec;
-  const int per = (vectors + kSplitK - 1) / kSplitK * kVec;
+  const int per = (vectors + split - 1) / split * kVec;
   k0 = static_cast<int>(blockIdx.z) * per;
   k1 = min(K, k0 + per);
   if (k0 > K) k0 = K;
@@ -83,13 +83,13 @@ __device__ __forceinline__ void k_slice(int K, int& k0, int& k1) {
 // The last-arriver protocol of split-K (see the opening comment). Every thread of the block
 // calls it after adding its partials to the workspace; the block that arrives last writes
 // C[m, col0 .. col0 + cols) for m < M and leaves the workspace zeroed.
-template <typename T, int kSplitK>
+template <typename T>
 __device__ __forceinline__ void finish_split(float* workspace, T* C, int M, int N, int col0, int cols) {
   __shared__ unsigned last;
   unsigned* counters = reinterpret_cast<unsigned*>(workspace + static_cast<long long>(M) * N);
   __threadfence();
   __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(&counters[blockIdx.x], 1u) == kSplitK - 1;
+  if (threadIdx.x == 0) last = atomicAdd(&counters[blockIdx.x], 1u) == gridDim.z - 1;
   __syncthreads();
   if (!last) return;
   __threadfence();
@@ -102,9 +102,9 @@ __device__ __forceinline__ void finish_split(float* workspace, T* C, int M, int 
   if (threadIdx.x == 0) counters[blockIdx.x] = 0u;
 }
 
-template <typename T, int kSplitK>
+template <typename T>
 __device__ __forceinline__ void put(T* C, float* workspace, long long at, float value) {
-  if (kSplitK == 1) {
+  if (gridDim.z == 1) {
     C[at] = from_float<T>(value);
   } else {
     atomicAdd(&workspace[at], value);
@@ -114,9 +114,9 @@ __device__ __forceinline__ void put(T* C, float* workspace, long long at, float 
 }  // namespace gemm_skinny_detail
 
 // Block: kWarps * 32 threads. Grid: x = ceil(N / (kWarps * kCols)) when kTransB, else
-// ceil(N / 256); y = 1; z = kSplitK. No dynamic shared memory. kMTile >= M (a power of two up to
+// ceil(N / 256); y = 1; z = the split. No dynamic shared memory. kMTile >= M (a power of two up to
 // 16: the rows of C a thread accumulates). M * K, N * K and M * N below 2^31.
-template <typename T, bool kTransB, int kMTile, int kWarps, int kCols, int kUnroll, int kSplitK, bool kAligned>
+template <typename T, bool kTransB, int kMTile, int kWarps, int kCols, int kUnroll, bool kAligned>
 __global__ void __launch_bounds__(kWarps * 32)
     gemm_skinny(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, float* workspace, int M, int N,
                 int K) {
@@ -125,13 +125,10 @@ __global__ void __launch_bounds__(kWarps * 32)
                 "gemm_skinny: kMTile must be 1, 2, 4, 8 or 16");
   static_assert(kWarps >= 1 && kWarps <= 32, "gemm_skinny: 1 to 32 warps");
   static_assert(kUnroll >= 1 && kUnroll <= 16, "gemm_skinny: kUnroll must be 1 to 16");
-  static_assert(kSplitK >= 1, "gemm_skinny: kSplitK must be positive");
-  static_assert(!kTransB || kSplitK == 1 || kWarps * kCols >= 16,
-                "gemm_skinny: split-K needs a block to cover at least 16 columns (one counter per block)");
 
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
   int k0, k1;
-  k_slice<kSplitK>(K, k0, k1);
+  k_slice(K, k0, k1);
 
   if (kTransB) {
     const int block_col0 = static_cast<int>(blockIdx.x) * kWarps * kCols;
@@ -208,10 +205,11 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
       for (int c = 0; c < kCols; ++c) {
         const float sum = warp_sum(acc[m][c]);
-        if (lane == 0 && m < M && col0 + c < N) put<T, kSplitK>(C, workspace, static_cast<long long>(m) * N + col0 + c, sum);
+        if (lane == 0 && m < M && col0 + c < N) put<T>(C, workspace, static_cast<long long>(m) * N + col0 + c, sum);
       }
     }
-    if (kSplitK > 1) finish_split<T, kSplitK>(workspace, C, M, N, block_col0, kWarps * kCols);
+    // A split needs kWarps * kCols >= 16: one counter per block of the ceil(N/16) reserved.
+    if (gridDim.z > 1) finish_split<T>(workspace, C, M, N, block_col0, kWarps * kCols);
   } else {
     // Lane l owns columns col0 + l * 8 .. + 8 (aligned) or col0 + l + 32 * e (scalar), e < 8.
     const int col0 = static_cast<int>(blockIdx.x) * kColsPerBlockN;
@@ -282,9 +280,9 @@ __global__ void __launch_bounds__(kWarps * 32)
     __syncthreads();
     for (int i = threadIdx.x; i < M * kColsPerBlockN; i += blockDim.x) {
       const int m = i / kColsPerBlockN, col = col0 + i % kColsPerBlockN;
-      if (col < N) put<T, kSplitK>(C, workspace, static_cast<long long>(m) * N + col, sums[m][i % kColsPerBlockN]);
+      if (col < N) put<T>(C, workspace, static_cast<long long>(m) * N + col, sums[m][i % kColsPerBlockN]);
     }
-    if (kSplitK > 1) finish_split<T, kSplitK>(workspace, C, M, N, col0, kColsPerBlockN);
+    if (gridDim.z > 1) finish_split<T>(workspace, C, M, N, col0, kColsPerBlockN);
   }
 }
 

@@ -14,8 +14,8 @@ Shape gemm_shape(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t tr
 }
 
 // Every valid skinny configuration (path=1) of these shapes: m = 1 (decode) and m = 16 with
-// 16-byte loads, m = 5 with scalar ones (k and n odd), both B layouts; split-K is valid at all of
-// them, so every split value compiles too.
+// 16-byte loads, m = 5 with scalar ones (k and n odd), both B layouts. Split-K is valid at all of
+// them; a split is the grid's depth, so its configurations share the unsplit one's compile.
 std::vector<testing::CompileItem> skinny_items(const std::vector<std::string>& dtypes) {
   std::vector<Shape> shapes;
   for (std::int64_t trans_b : {0, 1}) {
@@ -31,7 +31,7 @@ std::vector<testing::CompileItem> skinny_items(const std::vector<std::string>& d
   return items;
 }
 
-// gemm_skinny alone: its own header, so these compile before gemm.cuh (gemm_mma) is merged.
+// gemm_skinny alone, through its own header.
 void compile_skinny(const std::string& arch, const std::vector<std::string>& dtypes) {
   const auto& kernel = templates::find_kernel("gemm");
   const auto items = skinny_items(dtypes);
@@ -59,8 +59,7 @@ TEST(GemmSkinnyCompile, EveryValidConfigForSm80) { compile_skinny("sm_80", {"bf1
 TEST(GemmSkinnyCompile, EveryValidConfigForSm89) { compile_skinny("sm_89", {"fp16"}); }
 
 // The catalog's own path (gmjit/gemm_kernels.cuh, which includes gemm.cuh and gemm_skinny.cuh):
-// the default configuration (path 0, gemm_mma) at one shape per dtype and layout. Needs
-// gmjit/gemm.cuh, which the gemm-mma branch brings: until both are merged this test fails.
+// the default configuration (path 0, gemm_mma) and a skinny one at one shape per dtype and layout.
 TEST(GemmCompile, DefaultConfigThroughTheCatalog) {
   const auto& kernel = templates::find_kernel("gemm");
   std::vector<testing::CompileItem> items;
@@ -80,7 +79,7 @@ TEST(GemmCompile, DefaultConfigThroughTheCatalog) {
 
 // Every tile, warp layout and stage count the descriptor accepts (group_m=1, split_k=1) is one
 // gemm_mma's static_asserts accept too: the descriptor's mirror of mma_config_violation_code
-// admits nothing the kernel refuses. Needs gmjit/gemm.cuh (the gemm-mma branch), as above.
+// admits nothing the kernel refuses.
 TEST(GemmCompile, EveryValidMmaTileThroughTheCatalog) {
   const auto& kernel = templates::find_kernel("gemm");
   std::vector<testing::CompileItem> items;

@@ -45,7 +45,7 @@ struct Shape {
 
 template <typename T, bool TB, int BM, int BN, int BK, int WM, int WN, int ST, int GM, int SK, bool AL>
 void run(const char* label, const std::vector<Shape>& shapes) {
-  auto kernel = gmjit::gemm_mma<T, TB, BM, BN, BK, WM, WN, ST, GM, SK, AL>;
+  auto kernel = gmjit::gemm_mma<T, TB, BM, BN, BK, WM, WN, ST, GM, AL>;
   const int smem = gmjit::gemm_detail::mma_smem_bytes(BM, BN, BK, ST);
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   std::mt19937 rng(1234);
@@ -129,7 +129,7 @@ void run(const char* label, const std::vector<Shape>& shapes) {
 // Throughput at one large shape, aligned path, so the lead sees whether the pipeline is sane.
 template <typename T, bool TB, int BM, int BN, int BK, int WM, int WN, int ST, int GM, int SK>
 void time_one(const char* label, int M, int N, int K) {
-  auto kernel = gmjit::gemm_mma<T, TB, BM, BN, BK, WM, WN, ST, GM, SK, true>;
+  auto kernel = gmjit::gemm_mma<T, TB, BM, BN, BK, WM, WN, ST, GM, true>;
   const int smem = gmjit::gemm_detail::mma_smem_bytes(BM, BN, BK, ST);
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   T *da, *db, *dc;

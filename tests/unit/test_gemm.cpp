@@ -296,14 +296,14 @@ TEST(Gemm, NameExpressions) {
   testing::expect_names(
       k, {
              {d, gemm_shape(4096, 4096, 4096, 1), "bf16",
-              "gmjit::gemm_mma<__nv_bfloat16, true, 128, 128, 32, 2, 2, 3, 1, 1, true>"},
-             {d, gemm_shape(17, 33, 29, 0), "fp16", "gmjit::gemm_mma<__half, false, 128, 128, 32, 2, 2, 3, 1, 1, false>"},
+              "gmjit::gemm_mma<__nv_bfloat16, true, 128, 128, 32, 2, 2, 3, 1, true>"},
+             {d, gemm_shape(17, 33, 29, 0), "fp16", "gmjit::gemm_mma<__half, false, 128, 128, 32, 2, 2, 3, 1, false>"},
              // k % 8 == 0 but n % 8 != 0: not aligned
-             {d, gemm_shape(64, 60, 64, 1), "fp16", "gmjit::gemm_mma<__half, true, 128, 128, 32, 2, 2, 3, 1, 1, false>"},
+             {d, gemm_shape(64, 60, 64, 1), "fp16", "gmjit::gemm_mma<__half, true, 128, 128, 32, 2, 2, 3, 1, false>"},
              {skinny({{"split_k", 4}}), gemm_shape(1, 4096, 4096, 1), "bf16",
-              "gmjit::gemm_skinny<__nv_bfloat16, true, 1, 8, 2, 4, 4, true>"},
-             {skinny(), gemm_shape(3, 4096, 4096, 0), "fp16", "gmjit::gemm_skinny<__half, false, 4, 8, 2, 4, 1, true>"},
-             {skinny(), gemm_shape(9, 4095, 4096, 1), "fp16", "gmjit::gemm_skinny<__half, true, 16, 8, 2, 4, 1, false>"},
+              "gmjit::gemm_skinny<__nv_bfloat16, true, 1, 8, 2, 4, true>"},
+             {skinny(), gemm_shape(3, 4096, 4096, 0), "fp16", "gmjit::gemm_skinny<__half, false, 4, 8, 2, 4, true>"},
+             {skinny(), gemm_shape(9, 4095, 4096, 1), "fp16", "gmjit::gemm_skinny<__half, true, 16, 8, 2, 4, false>"},
          });
   EXPECT_EQ(k.reference_expression(dtype_info("bf16"), gemm_shape(1, 1, 1, 1)),
             "gmjit::reference::gemm<__nv_bfloat16, true>");
