@@ -112,7 +112,7 @@ TEST(GemmMmaRules, EachViolationIsAStaticAssert) {
   codegen::Compiler compiler;
   for (const auto& [c, code] : cases) {
     ASSERT_EQ(violation_code(c), code);
-    const auto expression = fmt::format("gmjit::gemm_mma<__nv_bfloat16, false, {}, {}, {}, {}, {}, {}, 1, 1, true>", c.bm,
+    const auto expression = fmt::format("gmjit::gemm_mma<__nv_bfloat16, false, {}, {}, {}, {}, {}, {}, 1, true>", c.bm,
                                         c.bn, c.bk, c.warps_m, c.warps_n, c.stages);
     try {
       compiler.compile(gemm_source(expression, fmt::format("gemm_bad_{}.cu", code)), "sm_80");
