@@ -31,6 +31,17 @@ std::string product_above(const std::string& what, std::int64_t a, std::int64_t 
                 : fmt::format("supports {} up to {} elements, not {} x {}", what, limit_text, a, b);
 }
 
+std::string int_gemm_violation(const Shape& s) {
+  const std::int64_t limit = std::int64_t{1} << 31;
+  for (const char* key : {"m", "n", "k"}) {
+    if (s.at(key) >= limit) return fmt::format("takes {} as int: {}={} is 2^31 or more", key, key, s.at(key));
+  }
+  if (s.at("m") * s.at("k") >= limit || s.at("k") * s.at("n") >= limit || s.at("m") * s.at("n") >= limit) {
+    return "matrices of 2^31 elements or more need 64-bit indexing, which this template lacks";
+  }
+  return {};
+}
+
 std::function<void(detail::KernelArgs&, const Shape&)> long_sizes(std::vector<std::string> keys) {
   return [keys = std::move(keys)](detail::KernelArgs& args, const Shape& s) {
     for (const auto& key : keys) args.add(static_cast<long long>(s.at(key)));

@@ -34,6 +34,11 @@ inline constexpr const char* kMaxElementsText = "2^48";
 std::string product_above(const std::string& what, std::int64_t a, std::int64_t b, std::int64_t limit,
                           const std::string& limit_text);
 
+// Why a GEMM's sizes m, n, k (passed to the kernel as int, each matrix indexed in int) exceed
+// what 32-bit arithmetic holds; empty when they do not. Each size is checked alone first, so the
+// products cannot overflow.
+std::string int_gemm_violation(const Shape& shape);
+
 // tolerance for a kernel whose error bound depends on neither dtype nor shape.
 std::function<double(const DtypeInfo&, const Shape&)> fixed_tolerance(double tolerance);
 

@@ -130,18 +130,20 @@ std::string split_violation(const Config& c, const Shape& s) {
   return {};
 }
 
-// The kernel takes m, n and k as int and indexes within a matrix in int: each matrix below 2^31
-// elements. Each size is checked alone first, so the products cannot overflow.
 std::string shape_violation(const Shape& s) {
+  if (auto why = int_gemm_violation(s); !why.empty()) return why;
   const std::int64_t limit = std::int64_t{1} << 31;
-  for (const char* key : {"m", "n", "k"}) {
-    if (s.at(key) >= limit) return fmt::format("takes {} as int: {}={} is 2^31 or more", key, key, s.at(key));
-  }
-  if (s.at("m") * s.at("k") >= limit || s.at("k") * s.at("n") >= limit || s.at("m") * s.at("n") >= limit) {
-    return "matrices of 2^31 elements or more need 64-bit indexing, which this template lacks";
-  }
   if (s.at("trans_b") != 0 && s.at("trans_b") != 1) {
     return fmt::format("trans_b is 0 (B is k x n) or 1 (B is n x k), not {}", s.at("trans_b"));
+  }
+  // gemm_mma's offsets within one block's rows are 32-bit: bm * k (A), bn * k (B as n x k) and
+  // bk * n (B as k x n) below 2^31 for the largest tile of the domains (256 rows, 64 deep), so
+  // that every configuration, the default among them, stays valid at every accepted shape.
+  if (256 * s.at("k") >= limit) {
+    return fmt::format("k={} is 2^23 or more: 256-row tiles would index past 2^31 within a tile row", s.at("k"));
+  }
+  if (s.at("trans_b") == 0 && 64 * s.at("n") >= limit) {
+    return fmt::format("n={} with trans_b=0 is 2^25 or more: 64-deep tiles of B would index past 2^31", s.at("n"));
   }
   return {};
 }
@@ -244,20 +246,13 @@ std::vector<Config> configurations(const std::vector<ParamDomain>& params) {
   for (const auto& [path, own] : {std::pair{kMma, std::vector<std::string>(std::begin(kMmaParams), std::end(kMmaParams))},
                                    std::pair{kSkinny, std::vector<std::string>(std::begin(kSkinnyParams),
                                                                                std::end(kSkinnyParams))}}) {
-    std::vector<Config> configs{default_config()};
-    for (auto& c : configs) c["path"] = path;
+    Config base = default_config();
+    base["path"] = path;
+    std::vector<ParamDomain> varied;
     for (const auto& param : params) {
-      if (param.name != "split_k" && std::find(own.begin(), own.end(), param.name) == own.end()) continue;
-      std::vector<Config> next;
-      for (const auto& partial : configs) {
-        for (const auto value : param.values) {
-          Config extended = partial;
-          extended[param.name] = value;
-          next.push_back(std::move(extended));
-        }
-      }
-      configs = std::move(next);
+      if (param.name == "split_k" || std::find(own.begin(), own.end(), param.name) != own.end()) varied.push_back(param);
     }
+    const auto configs = cross_product(varied, base);
     all.insert(all.end(), configs.begin(), configs.end());
   }
   return all;

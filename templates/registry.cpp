@@ -386,8 +386,12 @@ Config resolve_config(const KernelDescriptor& kernel, const Shape& shape, const 
 
 std::vector<Config> all_configs(const KernelDescriptor& kernel) {
   if (kernel.configurations) return kernel.configurations();
-  std::vector<Config> configs{Config{}};
-  for (const auto& param : kernel.params) {
+  return cross_product(kernel.params);
+}
+
+std::vector<Config> cross_product(const std::vector<ParamDomain>& params, const Config& base) {
+  std::vector<Config> configs{base};
+  for (const auto& param : params) {
     std::vector<Config> next;
     for (const auto& partial : configs) {
       for (const auto value : param.values) {

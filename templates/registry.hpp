@@ -248,6 +248,8 @@ std::vector<Config> valid_configs(const KernelDescriptor& kernel, const Shape& s
 // The whole cross product (or the descriptor's `configurations`), valid or not, for recording
 // invalid candidates.
 std::vector<Config> all_configs(const KernelDescriptor& kernel);
+// `base` with every combination of the values of `params` (the others keep base's values).
+std::vector<Config> cross_product(const std::vector<ParamDomain>& params, const Config& base = {});
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b);
 

@@ -56,18 +56,6 @@ bool even_tiles(const Config& c, const Shape& s) {
   return s.at("m") % c.at("bm") == 0 && s.at("n") % c.at("bn") == 0 && s.at("k") % c.at("bk") == 0;
 }
 
-// The kernel takes m, n and k as int and indexes within a matrix in int: each matrix below 2^31
-// elements. Each size is checked alone first, so the products cannot overflow.
-std::string shape_violation(const Shape& s) {
-  const std::int64_t limit = std::int64_t{1} << 31;
-  for (const char* key : {"m", "n", "k"}) {
-    if (s.at(key) >= limit) return fmt::format("takes {} as int: {}={} is 2^31 or more", key, key, s.at(key));
-  }
-  if (s.at("m") * s.at("k") >= limit || s.at("k") * s.at("n") >= limit || s.at("m") * s.at("n") >= limit) {
-    return "matrices of 2^31 elements or more need 64-bit indexing, which this template lacks";
-  }
-  return {};
-}
 
 KernelDescriptor sgemm_descriptor() {
   KernelDescriptor d;
@@ -89,7 +77,7 @@ KernelDescriptor sgemm_descriptor() {
   };
   d.default_config = {{"bm", 64}, {"bn", 64}, {"bk", 8}, {"tm", 4}, {"tn", 4}, {"vec", 0}, {"wm", 0}};
   d.constraints_doc = kConstraints;
-  d.shape_violation = shape_violation;
+  d.shape_violation = int_gemm_violation;
   d.violation = [](const Config& c, const Shape& s) -> std::string {
     const std::int64_t bm = c.at("bm"), bn = c.at("bn"), bk = c.at("bk"), tm = c.at("tm"), tn = c.at("tn"),
                        vec = c.at("vec");
@@ -107,7 +95,7 @@ KernelDescriptor sgemm_descriptor() {
     if (vec != 0 && (s.at("k") % 4 != 0 || s.at("n") % 4 != 0)) {
       return "vec=1 needs k and n to be multiples of 4";
     }
-    if (auto why = shape_violation(s); !why.empty()) return why;
+    if (auto why = int_gemm_violation(s); !why.empty()) return why;
     // Block rows go in the grid's y dimension, which holds 65535.
     if (ceil_div(s.at("m"), bm) > 65535) {
       return fmt::format("m={} needs {} block rows of bm={}, more than the grid's 65535", s.at("m"),

@@ -100,6 +100,13 @@ TEST(Gemm, ShapeBounds) {
   EXPECT_NE(usage_message([&] { normalize_problem(k, gemm_shape(1, 32768, 65536, 1), "bf16"); }).find("64-bit"),
             std::string::npos);
   EXPECT_NO_THROW(normalize_problem(k, gemm_shape(32768, 32768, 32768, 1), "bf16"));
+  // gemm_mma indexes within a tile row in 32 bits: 256 * k and, with B as k x n, 64 * n.
+  EXPECT_NE(usage_message([&] { normalize_problem(k, gemm_shape(1, 16, 1 << 23, 1), "bf16"); }).find("2^23"),
+            std::string::npos);
+  EXPECT_NO_THROW(normalize_problem(k, gemm_shape(1, 16, (1 << 23) - 1, 1), "bf16"));
+  EXPECT_NE(usage_message([&] { normalize_problem(k, gemm_shape(1, 1 << 25, 16, 0), "bf16"); }).find("2^25"),
+            std::string::npos);
+  EXPECT_NO_THROW(normalize_problem(k, gemm_shape(1, 1 << 25, 16, 1), "bf16"));
   EXPECT_TRUE(valid_configs(k, gemm_shape(65536, 65536, 1, 1)).empty());
 }
 
