@@ -168,6 +168,9 @@ TEST(Gemm, SkinnyOnlyForSmallM) {
              {skinny({{"sk_unroll", 8}}), gemm_shape(1, 4096, 4096, 0), ""},
              {skinny({{"sk_unroll", 8}}), gemm_shape(8, 4096, 4096, 1), ""},
              {skinny({{"sk_unroll", 8}}), gemm_shape(9, 4096, 4096, 1), "spills"},
+             {skinny({{"sk_warps", 4}, {"sk_unroll", 2}}), gemm_shape(5, 4095, 4093, 0), "spills"},
+             {skinny({{"sk_warps", 4}, {"sk_unroll", 4}}), gemm_shape(5, 4095, 4093, 0), ""},
+             {skinny({{"sk_warps", 4}, {"sk_unroll", 2}}), gemm_shape(5, 4096, 4096, 0), ""},
              {skinny({{"sk_unroll", 8}}), gemm_shape(16, 4096, 4096, 0), ""},
          });
   for (const auto& config : valid_configs(k, gemm_shape(17, 64, 64, 1))) EXPECT_EQ(config.at("path"), 0);
