@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <tuple>
@@ -25,8 +26,18 @@ Config warp_config(std::int64_t bm, std::int64_t bn, std::int64_t bk, std::int64
 }
 
 TEST(Sgemm, DomainsAndDefault) {
-  // 4 bm x 4 bn x 3 bk x 2 tm x 3 tn x 2 vec x 3 wm.
-  EXPECT_EQ(all_configs(sgemm()).size(), 1728u);
+  // Each variant over its own domains: wm=0 takes 3 bm x 3 bn x 3 bk x 2 tm x 2 tn x 2 vec (216,
+  // the kernel's configurations before warp tiles), warp tiles 3 bm x 3 bn x 3 bk x 2 tn x 2 wm
+  // (108), instead of the 1728 of the cross product; each lies in the domains, none twice.
+  const auto listed = all_configs(sgemm());
+  EXPECT_EQ(listed.size(), 324u);
+  EXPECT_EQ(std::set<Config>(listed.begin(), listed.end()).size(), listed.size());
+  for (const auto& config : listed) {
+    for (const auto& param : sgemm().params) {
+      const auto& values = param.values;
+      EXPECT_NE(std::find(values.begin(), values.end(), config.at(param.name)), values.end()) << param.name;
+    }
+  }
   EXPECT_EQ(sgemm().default_config,
             (Config{{"bm", 64}, {"bn", 64}, {"bk", 8}, {"tm", 4}, {"tn", 4}, {"vec", 0}, {"wm", 0}}));
 }
