@@ -29,10 +29,10 @@ class Kernel {
 
   CUfunction get() const { return function_; }
   const std::string& lowered_name() const { return lowered_name_; }
-  // Queried on first use, not at load. On the H200, a first sgemm launch's "module load" (load,
-  // function, six attribute queries) took 230 us against 100 for the driver's load and function
-  // alone (bench_runtime): under lazy module loading the first query seems to load the function,
-  // work a launch that needs no attribute does not pay for.
+  // Queried on first use, not at load: a launch needs none of them (the block limit is checked
+  // against 1024, and against the kernel's own only when a launch fails). On the H200 this did not
+  // shrink a first sgemm load (230 -> 201-218 us; bench/NOTES.md), so the six queries were not
+  // where the load's time goes.
   const KernelAttributes& attributes() const;
 
   // Kernels may use more than 48 KiB of dynamic shared memory only after opting in; throws
