@@ -137,6 +137,17 @@ class Reader {
   bool ok_ = true;
 };
 
+// Moves `r` past the winners table (count; device, problem, kernel, dtype, shape, config each) to
+// the cubins table that follows it.
+void skip_winners(Reader& r) {
+  const std::uint32_t winners = r.u32();
+  for (std::uint32_t i = 0; r.ok() && i < winners; ++i) {
+    for (int field = 0; field < 4; ++field) r.text();
+    r.skip_assignments();
+    r.skip_assignments();
+  }
+}
+
 bool read_exactly(int fd, void* buffer, std::size_t n, std::uint64_t offset) {
   auto* p = static_cast<char*>(buffer);
   while (n > 0) {
@@ -267,12 +278,7 @@ std::size_t LaunchIndex::winner_count() const {
 
 std::size_t LaunchIndex::cubin_count() const {
   Reader r(tables_);
-  const std::uint32_t winners = r.u32();
-  for (std::uint32_t i = 0; r.ok() && i < winners; ++i) {
-    for (int field = 0; field < 4; ++field) r.text();
-    r.skip_assignments();
-    r.skip_assignments();
-  }
+  skip_winners(r);
   return r.ok() ? r.u32() : 0;
 }
 
@@ -339,12 +345,7 @@ LaunchIndex::MappedCubin::~MappedCubin() {
 
 std::optional<LaunchIndex::MappedCubin> LaunchIndex::find_cubin(const std::string& compile_key) const {
   Reader r(tables_);
-  const std::uint32_t winners = r.u32();
-  for (std::uint32_t i = 0; r.ok() && i < winners; ++i) {
-    for (int field = 0; field < 4; ++field) r.text();
-    r.skip_assignments();
-    r.skip_assignments();
-  }
+  skip_winners(r);
   const std::uint32_t cubins = r.u32();
   for (std::uint32_t i = 0; r.ok() && i < cubins; ++i) {
     const std::string_view key = r.text(), lowered = r.text();
