@@ -344,11 +344,16 @@ KernelDescriptor gemm_descriptor() {
     const double split = static_cast<double>(c.at("split_k"));
     Work w;
     w.flops = 2.0 * m * n * k;
-    // Split-K adds every partial to the workspace and reads the sums back once.
-    const double split_bytes = split > 1 ? 4.0 * m * n * (split + 1) : 0.0;
+    // Split-K: every slice adds its partials to the workspace, one atomic per element of C, and
+    // the last slice of a tile reads the sums back and zeroes them.
+    const double split_bytes = split > 1 ? 8.0 * m * n : 0.0;
+    w.atomics = split > 1 ? split * m * n : 0.0;
     if (c.at("path") == kSkinny) {
       // B streams once from DRAM; A (at most 16 rows) and C are small beside it.
       w.bytes = 2.0 * (n * k + m * k + m * n) + split_bytes;
+      // Measured on the H200 (bench/NOTES.md): 81-87% of a copy's bandwidth with 16-byte loads;
+      // the scalar loads of unaligned shapes keep fewer bytes in flight.
+      w.memory_efficiency = aligned(s) ? 0.9 : 0.5;
       // CUDA-core FMAs, fed by 16-byte loads (scalar ones when k or n is not a multiple of 8).
       w.compute_efficiency = aligned(s) ? 0.5 : 0.25;
       const double m_tile = static_cast<double>(skinny_m_tile(s));
@@ -358,21 +363,32 @@ KernelDescriptor gemm_descriptor() {
       return w;
     }
     const double bm = static_cast<double>(c.at("bm")), bn = static_cast<double>(c.at("bn"));
+    const double tiles_m = std::ceil(m / bm), tiles_n = std::ceil(n / bn);
     // The tensor cores compute whole tiles: at m = 16 a 128-row tile does 8 times the useful work.
-    w.flops = 2.0 * std::ceil(m / bm) * bm * std::ceil(n / bn) * bn * k;
+    w.flops = 2.0 * tiles_m * bm * tiles_n * bn * k;
     // Every block streams a row panel of A and a column panel of B; the repeats mostly hit L2,
     // more of them with grouped rasterization.
     const double compulsory = 2.0 * (m * k + k * n + m * n);
-    const double repeats = 2.0 * ((std::ceil(n / bn) - 1) * m * k + (std::ceil(m / bm) - 1) * k * n);
+    const double repeats = 2.0 * ((tiles_n - 1) * m * k + (tiles_m - 1) * k * n);
     w.bytes = compulsory + repeats / (c.at("group_m") > 1 ? 8.0 : 2.0) + split_bytes;
+    // B reaches the tensor cores through shared memory behind a barrier per k-tile: 46-56% of a
+    // copy's bandwidth at m <= 16 on the H200, where the skinny path reached 81-87%.
+    w.memory_efficiency = 0.6;
+    // What the blocks read from L2 together: the reason small tiles lose on large problems (at
+    // 4096^3, 128x128 tiles read 2.1 GB, 64x64 ones 4.3 GB).
+    w.l2_bytes = 2.0 * tiles_m * tiles_n * (bm + bn) * k;
     // The H200's dense bf16/fp16 tensor-core peak (989 TFLOP/s) is about 14.8 times its fp32 FMA
     // peak (67 TFLOP/s), which the model's peak counts; mma.sync kernels reach about 60-70% of
-    // it with a 64x64 warp tile, less with smaller warp tiles (fewer mma per shared load) and
-    // with fewer than three stages (exposed load latency).
+    // it with a 64x64 warp tile, less with smaller warp tiles (fewer mma per shared load), with
+    // fewer than three stages (exposed load latency) and with 32-deep stages (twice the barriers).
     const double warp_area = (bm / static_cast<double>(c.at("warps_m"))) * (bn / static_cast<double>(c.at("warps_n")));
-    w.compute_efficiency = 14.8 * 0.65 * std::sqrt(warp_area / (64.0 * 64.0)) * (c.at("stages") >= 3 ? 1.0 : 0.8);
+    w.compute_efficiency = 14.8 * 0.65 * std::sqrt(warp_area / (64.0 * 64.0)) * (c.at("stages") >= 3 ? 1.0 : 0.8) *
+                           (c.at("bk") == 64 ? 1.0 : 0.9);
     w.shared_bytes = mma_smem_bytes(c);
     w.registers = static_cast<int>(std::min(255.0, warp_area / 32.0 + 64.0));
+    // A warp keeps its tile's mma independent of each other: two warps per SM sub-partition hide
+    // the ldmatrix and cp.async latency.
+    w.latency_warps = 8;
     return w;
   };
   // The inputs are the reference's inputs exactly (it widens the same bf16/fp16 values), so the

@@ -105,13 +105,20 @@ using InputValue = std::function<double(const Shape& shape, std::size_t input, s
                                         std::uint64_t element_bits)>;
 
 // What one launch of a configuration costs, for the tuner's analytic model: DRAM bytes moved,
-// flops, how close to peak its inner loop can run, and its per-block footprint.
+// flops, how close to peak its inner loop can run, and its per-block footprint. The defaults of
+// the last four leave a kernel priced by DRAM bytes and flops alone.
 struct Work {
   double bytes = 0;
   double flops = 0;
   double compute_efficiency = 1;  // fraction of peak FMA throughput the inner loop can reach
   std::int64_t shared_bytes = 0;  // per block, static + dynamic
   int registers = 32;             // per thread, as expected before compiling
+  double memory_efficiency = 1;   // fraction of DRAM bandwidth the access pattern reaches
+  double l2_bytes = 0;            // bytes the blocks read from L2 (tiles re-read by many blocks)
+  double atomics = 0;             // global atomic read-modify-writes, serialized in L2
+  // Resident warps per SM that hide the inner loop's latency: 16 for one load in flight per warp,
+  // fewer for warps that keep many independent instructions in flight (large mma tiles).
+  int latency_warps = 16;
 };
 // Every reference kernel of a built-in template lives in this one embedded header.
 inline constexpr const char* kReferenceHeader = "gmjit/reference.cuh";

@@ -15,14 +15,22 @@ struct SmLimits {
   double fma_lanes = 128;     // fp32 FMA per clock
   double clock_ghz = 1.7;
   double dram_gbps = 4000;    // whole device
+  double l2_gbps = 8000;      // whole device, reads that hit
+  // Float atomics to distinct addresses, whole device. On the H200, split-K's partial sums (one
+  // atomicAdd per element of C per slice) cost about 15 ns per million: bf16 512x4096x4096 at
+  // split 4 and fp16 2048^3 at split 2 (8.4 million each) took 0.12-0.13 ms more than their
+  // tiles' flops (bench/NOTES.md, seventh session).
+  double atomics_per_s = 6.5e10;
 };
 
 SmLimits limits_for(const DeviceInfo& device) {
   SmLimits l;
   if (device.cc_major == 8 && device.cc_minor == 0) {
     l.max_blocks = 32, l.shared_bytes = 167936, l.fma_lanes = 64, l.clock_ghz = 1.4, l.dram_gbps = 1900;
+    l.l2_gbps = 4000;
   } else if (device.cc_major < 9) {
     l.max_threads = 1536, l.max_blocks = 16, l.shared_bytes = 102400, l.clock_ghz = 1.7, l.dram_gbps = 900;
+    l.l2_gbps = 2000;
   }
   if (device.shared_optin_bytes > 0) l.shared_bytes = std::max(l.shared_bytes, device.shared_optin_bytes);
   return l;
@@ -57,13 +65,17 @@ double estimate_ms(const templates::KernelDescriptor& kernel, const Config& conf
   const double wave_efficiency = blocks / (waves * slots);
   // Fewer than 16 resident warps per SM leave DRAM and FMA latency partly exposed.
   const double resident_warps = std::min(blocks / device.sm_count, static_cast<double>(resident)) * warps_per_block;
-  const double hiding = std::min(1.0, std::max(0.05, resident_warps / 16.0));
+  const double hiding = std::min(1.0, std::max(0.05, resident_warps / std::max(1, work.latency_warps)));
 
-  const double memory_s = work.bytes / (sm.dram_gbps * 1e9);
+  const double memory_s = work.bytes / (sm.dram_gbps * 1e9 * std::max(0.01, work.memory_efficiency));
+  const double l2_s = work.l2_bytes / (sm.l2_gbps * 1e9);
   const double peak_flops = device.sm_count * sm.fma_lanes * 2 * sm.clock_ghz * 1e9;
   const double compute_s = work.flops / (peak_flops * std::max(0.01, work.compute_efficiency));
+  // Atomics queue in L2 behind each other, not behind the loop: their time adds.
+  const double atomics_s = work.atomics / sm.atomics_per_s;
   const double launch_s = 3e-6;
-  return 1e3 * (launch_s + std::max(memory_s, compute_s) / (std::max(0.01, wave_efficiency) * hiding));
+  return 1e3 * (launch_s + atomics_s +
+                std::max({memory_s, l2_s, compute_s}) / (std::max(0.01, wave_efficiency) * hiding));
 }
 
 Choice choose(const std::vector<TrialReport>& trials, const std::optional<Config>& incumbent,
