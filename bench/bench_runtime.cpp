@@ -125,6 +125,7 @@ struct LaunchSpec {
   LaunchGeometry geometry;
   std::string lowered_name;
   std::string cubin_file;
+  std::string compile_key;  // of the cubin, for the children that read it from the launch index
 };
 
 std::string hex(const unsigned char* bytes, std::size_t n) {
@@ -141,7 +142,8 @@ nlohmann::json to_json(const LaunchSpec& s) {
           {"block", {g.block[0], g.block[1], g.block[2]}},
           {"shared", g.dynamic_shared_bytes},
           {"lowered_name", s.lowered_name},
-          {"cubin_file", s.cubin_file}};
+          {"cubin_file", s.cubin_file},
+          {"compile_key", s.compile_key}};
 }
 
 LaunchSpec spec_from_json(const nlohmann::json& j) {
@@ -155,6 +157,7 @@ LaunchSpec spec_from_json(const nlohmann::json& j) {
   s.geometry.dynamic_shared_bytes = j.at("shared").get<unsigned>();
   s.lowered_name = j.at("lowered_name").get<std::string>();
   s.cubin_file = j.at("cubin_file").get<std::string>();
+  s.compile_key = j.value("compile_key", std::string());
   return s;
 }
 
@@ -168,8 +171,15 @@ std::vector<char> read_file(const std::string& path) {
 }
 
 // Launches `spec` through the driver alone; returns the microseconds of (load, function, launch).
-std::array<double, 3> raw_launch(const RawDriver& d, const LaunchSpec& spec, const std::vector<CUdeviceptr>& tensors) {
-  const std::vector<char> image = read_file(spec.cubin_file);
+// The image is the cubin file read into a vector, or (`index` set) the launch index's mapping of
+// it, the bytes the Runtime hands the driver.
+std::array<double, 3> raw_launch(const RawDriver& d, const LaunchSpec& spec, const std::vector<CUdeviceptr>& tensors,
+                                 const cache::LaunchIndex* index = nullptr) {
+  const std::vector<char> file_image = index ? std::vector<char>() : read_file(spec.cubin_file);
+  const std::optional<cache::LaunchIndex::MappedCubin> mapped =
+      index ? index->find_cubin(spec.compile_key) : std::nullopt;
+  if (index && !mapped) throw std::runtime_error("the launch index lacks " + spec.compile_key);
+  const char* const image = mapped ? mapped->data() : file_image.data();
   std::vector<Slot> slots(spec.scalar_slots.size());
   for (std::size_t i = 0; i < slots.size(); ++i) {
     for (std::size_t b = 0; b < 16; ++b) slots[i].bytes[b] = static_cast<unsigned char>(std::stoi(spec.scalar_slots[i].substr(2 * b, 2), nullptr, 16));
@@ -180,7 +190,7 @@ std::array<double, 3> raw_launch(const RawDriver& d, const LaunchSpec& spec, con
   for (auto& s : slots) args.push_back(s.bytes);
   detail::Laps laps;
   CUmodule module = nullptr;
-  d.check(d.load(&module, image.data()), "cuModuleLoadData");
+  d.check(d.load(&module, image), "cuModuleLoadData");
   const double load_us = laps.lap();
   CUfunction function = nullptr;
   d.check(d.function(&function, module, spec.lowered_name.c_str()), "cuModuleGetFunction");
@@ -256,8 +266,13 @@ int child(const std::map<std::string, std::string>& args) {
     raw_launch(d, warmup, tensors);
     d.check(d.synchronize(), "cuCtxSynchronize (warm-up)");
   }
-  if (mode == "raw") {
-    const auto [load_us, function_us, launch_us] = raw_launch(d, spec, tensors);
+  if (mode == "raw" || mode == "raw-index") {
+    std::optional<cache::LaunchIndex> index;
+    if (mode == "raw-index") {
+      index = cache::LaunchIndex::open(args.at("--db"));
+      if (!index) throw std::runtime_error("no launch index beside the cache");
+    }
+    const auto [load_us, function_us, launch_us] = raw_launch(d, spec, tensors, index ? &*index : nullptr);
     d.check(d.synchronize(), "cuCtxSynchronize");
     out = {{"load_us", load_us}, {"function_us", function_us}, {"launch_us", launch_us},
            {"total_us", load_us + function_us + launch_us}};
@@ -377,6 +392,7 @@ Prepared prepare(const fs::path& dir, const DeviceInfo& device) {
     spec.geometry = d.geometry(config, shape, info);
     spec.lowered_name = compiled->lowered_name;
     spec.cubin_file = (dir / (name + ".cubin")).string();
+    spec.compile_key = compiled->compile_key;
     std::ofstream(spec.cubin_file, std::ios::binary)
         .write(compiled->cubin.data(), static_cast<std::streamsize>(compiled->cubin.size()));
     return std::make_pair(to_json(spec), compiled);
@@ -440,7 +456,8 @@ void print_cpu_table(const Prepared& p, int processes) {
 
 void print_first_launch_tables(const Prepared& p, int processes) {
   const std::vector<std::string> contexts = {"fresh", "used"};
-  std::map<std::pair<std::size_t, std::string>, std::vector<nlohmann::json>> runtime_lines, raw_lines;
+  std::map<std::pair<std::size_t, std::string>, std::vector<nlohmann::json>> runtime_lines, raw_lines,
+      raw_index_lines;
   for (std::size_t i = 0; i < cases().size(); ++i) {
     for (const auto& context : contexts) {
       for (int r = 0; r < processes; ++r) {
@@ -451,6 +468,10 @@ void print_first_launch_tables(const Prepared& p, int processes) {
         runtime_lines[{i, context}].push_back(run_child(args));
         args[1] = "raw";
         raw_lines[{i, context}].push_back(run_child(args));
+        if (i < cases().size() && cases()[i].shape == cases()[i].winner_shape) {
+          args[1] = "raw-index";
+          raw_index_lines[{i, context}].push_back(run_child(args));
+        }
       }
     }
   }
@@ -500,6 +521,13 @@ void print_first_launch_tables(const Prepared& p, int processes) {
     row("driver alone: module load", [&](std::size_t i) { return median_of(raw_lines[{i, context}], "load_us"); });
     row("driver alone: get function", [&](std::size_t i) { return median_of(raw_lines[{i, context}], "function_us"); });
     row("driver alone: launch", [&](std::size_t i) { return median_of(raw_lines[{i, context}], "launch_us"); });
+    // The same driver calls on the launch index's mapping: whether the bytes' home costs the load.
+    row("driver alone, index bytes: load", [&](std::size_t i) {
+      return raw_index_lines[{i, context}].empty() ? 0.0 : median_of(raw_index_lines[{i, context}], "load_us");
+    });
+    row("driver alone, index bytes: function", [&](std::size_t i) {
+      return raw_index_lines[{i, context}].empty() ? 0.0 : median_of(raw_index_lines[{i, context}], "function_us");
+    });
   }
   for (std::size_t i = 0; i < cases().size(); ++i) std::printf("case %zu: %s\n", i + 1, cases()[i].label.c_str());
 }

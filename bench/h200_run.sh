@@ -155,6 +155,8 @@ gemm_cache="$(mktemp -d)/gmjit.db"
 # shellcheck disable=SC2086  # extra flags, word-split on purpose
 TAIL=80 step bench_gemm timeout "${GEMM_TIMEOUT:-360}" "$bin/bench_gemm" --shapes "${GEMM_SHAPES:-$bin/gemm.json}" \
   --cache "$gemm_cache" --json-out "$out/bench_gemm.json" ${GEMM_ARGS:-}
+# Every candidate the tunings measured, for reading the search beside the winners.
+"$bin/gmtune" export --db "$gemm_cache" "$out/gemm_trials.json" >/dev/null 2>&1 || echo "=== gemm export failed"
 TAIL=12 step bench_sgemm timeout 150 "$bin/bench_sgemm" 4096
 mkdir -p "$out/gemm_sass"
 winner=$(GMJIT_CACHE="$gemm_cache" "$bin/gmtune" show --json 2>/dev/null |

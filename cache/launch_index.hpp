@@ -53,8 +53,9 @@ class LaunchIndex {
   // As Store::nearest_winner, over the winners of the index.
   std::optional<Winner> nearest_winner(const std::string& device_key, const std::string& kernel,
                                        const std::string& dtype, const Shape& shape) const;
-  // A cubin as mapped from the index file: the page cache's pages, no copy (a 161 KiB cubin
-  // cost 100 us to read into a fresh vector in a fresh process, mostly page faults).
+  // A cubin read from the index into anonymous memory of its own, populated when mapped: the
+  // driver loads a cubin from there as fast as from the heap, and faster than from a file mapping
+  // of the index (find_cubin says by how much).
   class MappedCubin {
    public:
     MappedCubin(void* mapping, std::size_t mapping_bytes, const char* data, std::size_t size, std::string lowered_name);
