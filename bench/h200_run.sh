@@ -2,6 +2,9 @@
 # Calls on the lent H200, from binaries built elsewhere and carried in $1 (default .device).
 # $2 picks the part, since one call may run 10 minutes at most:
 #   tests  the gpu tier with GMJIT_REQUIRE_GPU=1, the default sweep, the runtime benchmark
+#   tier   the gpu tier alone (GMJIT_REQUIRE_GPU=1, bounded by TIER_TIMEOUT); GTEST_FILTER splits it
+#          over calls, e.g. 'SM90/Gemm.*:SM90_GemmTune.*' (about 6 minutes) and then the negation
+#          '-SM90/Gemm.*:SM90_GemmTune.*'
 #   tuner  the tuner's benchmarks against Triton's autotuner (issue 4)
 #   memory the memory-bound kernels against a device-to-device copy and torch (issue 5); it expects
 #          the shapes file at $1/memory_bound.json, or at $MEMORY_SHAPES (a subset in the same format)
@@ -9,7 +12,10 @@
 #          tiers (not memory or multigpu: with them the call would pass 10 minutes)
 #   gemm   gemm against cuBLAS (issue 17): bench_gemm over $GEMM_SHAPES (default $1/gemm.json, a copy of
 #          shared/shapes/gemm.json) into a fresh cache, sgemm 4096^3 against cuBLAS fp32, and the SASS
-#          of the bf16 4096^3 winner; GEMM_ARGS adds bench_gemm flags (e.g. --tune-evaluations 24)
+#          of the bf16 4096^3 winner; GEMM_ARGS adds bench_gemm flags (e.g. --tune-evaluations 24);
+#          GEMM_CACHE names the cache (default a fresh one), for part profile to reuse
+#   profile  ncu (--clock-control none) of the first gemm_mma launch of bench_gemm over
+#          $PROFILE_SHAPES with the winners in $GEMM_CACHE: the verification launch of the winner
 #   multigpu  sweep throughput of the llm preset on one GPU against --devices all (issue 6), and
 #          whether the winners agree; not part of all (it takes two sweeps)
 # Logs are packed into $OUT/logs.tgz (the lease returns few files).
@@ -40,6 +46,9 @@ step() {  # name, command...
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv >"$out/gpu.csv" 2>&1
 cat "$out/gpu.csv"
 ldd "$bin/libgmjit.so.0" "$bin/gmtune" | grep -v -E "linux-vdso|ld-linux" | awk '{print $1}' | sort -u | tr '\n' ' '; echo
+if [ "$part" = tier ]; then
+step gpu_tier timeout "${TIER_TIMEOUT:-540}" "$bin/gmjit_gpu_tests"
+fi
 if [ "$part" = tests ] || [ "$part" = all ]; then
 step devices "$bin/gmtune" devices
 # Bounded, so a hang still leaves the logs and the steps after it.
@@ -151,7 +160,7 @@ fi
 # The timeouts bound it at 10 minutes. A sweep cut short leaves bench_memory to tune the rest,
 # 5 s each (--tune-seconds).
 if [ "$part" = gemm ]; then
-gemm_cache="$(mktemp -d)/gmjit.db"
+gemm_cache="${GEMM_CACHE:-$(mktemp -d)/gmjit.db}"
 # shellcheck disable=SC2086  # extra flags, word-split on purpose
 TAIL=80 step bench_gemm timeout "${GEMM_TIMEOUT:-360}" "$bin/bench_gemm" --shapes "${GEMM_SHAPES:-$bin/gemm.json}" \
   --cache "$gemm_cache" --json-out "$out/bench_gemm.json" ${GEMM_ARGS:-}
@@ -165,6 +174,12 @@ if [ -n "$winner" ]; then
   TAIL=3 step gemm_sass "$bin/gmtune" compile gemm --dtype bf16 --shape m=4096,n=4096,k=4096,trans_b=1 \
     --config "$winner" --out "$out/gemm_sass"
 fi
+fi
+if [ "$part" = profile ]; then
+TAIL=60 step ncu_gemm timeout 300 ncu --clock-control none --target-processes all -k regex:gemm_mma -c 1 \
+  --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+  --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats \
+  "$bin/bench_gemm" --shapes "$PROFILE_SHAPES" --cache "$GEMM_CACHE" --samples 10
 fi
 if [ "$part" = memory ]; then
 here="$(cd "$(dirname "$0")" && pwd)"
