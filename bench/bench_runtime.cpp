@@ -210,6 +210,25 @@ int child(const std::map<std::string, std::string>& args) {
   const std::string mode = args.at("--child");
   const Case c = cases().at(std::stoul(args.at("--case")));
   nlohmann::json out;
+  if (mode == "cpu-plan") {
+    // The CPU stages of a first load that the launch index plans: no catalog code.
+    detail::Laps laps;
+    const auto index = cache::LaunchIndex::open(args.at("--db"));
+    out["cache_open_us"] = laps.lap();
+    if (!index) throw std::runtime_error("no launch index beside the cache");
+    const auto plan = index->find_plan(args.at("--device-key"), c.kernel, "fp32", c.shape);
+    out["lookup_us"] = laps.lap();
+    out["planned"] = plan.has_value();
+    if (plan) {
+      if (!index->find_cubin(plan->compile_key)) throw std::runtime_error("no cubin in the launch index");
+      out["fetch_us"] = laps.lap();
+    } else {
+      out["fetch_us"] = 0.0;
+    }
+    out["total_us"] = laps.total();
+    std::printf("%s\n", out.dump().c_str());
+    return 0;
+  }
   if (mode == "cpu") {
     // The CPU stages of the load path, in the order the Runtime takes them, with the device
     // record the parent wrote: what this machine can time without a GPU.
@@ -304,6 +323,7 @@ int child(const std::map<std::string, std::string>& args) {
            {"total_us", t.total_us},
            {"compiles", stats.compiles},
            {"from_index", t.from_index},
+           {"from_plan", t.from_plan},
            {"source", to_string(runtime.resolve(c.kernel, c.shape).source)}};
   }
   std::printf("%s\n", out.dump().c_str());
@@ -452,6 +472,21 @@ void print_cpu_table(const Prepared& p, int processes) {
     for (const auto& s : stages) std::printf(" %13.1f", median_of(lines, s));
     std::printf("\n");
   }
+  std::printf("\nthe same, when the launch index plans the launch (no catalog code; new shapes have no plan)\n");
+  const std::vector<std::string> plan_stages = {"cache_open_us", "lookup_us", "fetch_us", "total_us"};
+  std::printf("%-34s", "problem");
+  for (const auto& s : plan_stages) std::printf(" %13s", s.substr(0, s.size() - 3).c_str());
+  std::printf(" %8s\n", "planned");
+  for (std::size_t i = 0; i < cases().size(); ++i) {
+    std::vector<nlohmann::json> lines;
+    for (int r = 0; r < processes; ++r) {
+      lines.push_back(run_child({"--child", "cpu-plan", "--case", std::to_string(i), "--db", p.db.string(),
+                                 "--device-key", p.device_key, "--arch", p.arch}));
+    }
+    std::printf("%-34s", cases()[i].label.c_str());
+    for (const auto& s : plan_stages) std::printf(" %13.1f", median_of(lines, s));
+    std::printf(" %8s\n", lines.front().at("planned").get<bool>() ? "yes" : "no");
+  }
 }
 
 void print_first_launch_tables(const Prepared& p, int processes) {
@@ -479,16 +514,18 @@ void print_first_launch_tables(const Prepared& p, int processes) {
               "median us of %d processes\n",
               processes);
   std::printf("%-34s %-8s %12s %12s %10s %8s %s\n", "problem", "context", "Runtime", "driver alone", "target", "met",
-              "config from / compiles / launch index");
+              "config from / compiles / launch index / plan");
   for (std::size_t i = 0; i < cases().size(); ++i) {
     for (const auto& context : contexts) {
       const auto& lines = runtime_lines[{i, context}];
       const double total = median_of(lines, "outside_us");
-      std::printf("%-34s %-8s %12.1f %12.1f %10.0f %8s %s / %s / %s\n", cases()[i].label.c_str(), context.c_str(), total,
+      std::printf("%-34s %-8s %12.1f %12.1f %10.0f %8s %s / %s / %s / %s\n", cases()[i].label.c_str(), context.c_str(),
+                  total,
                   median_of(raw_lines[{i, context}], "total_us"), cases()[i].target_us,
                   total < cases()[i].target_us ? "yes" : "no", lines.front().at("source").get<std::string>().c_str(),
                   lines.front().at("compiles").dump().c_str(),
-                  lines.front().at("from_index").get<bool>() ? "yes" : "no");
+                  lines.front().at("from_index").get<bool>() ? "yes" : "no",
+                  lines.front().at("from_plan").get<bool>() ? "yes" : "no");
     }
   }
   for (const auto& context : contexts) {

@@ -122,9 +122,16 @@ ImportedBinaryCheck check_imported_binary(const BinaryRecord& imported) {
 std::optional<LoadedBinary> load_from_index(const LaunchIndex& index, const codegen::GeneratedSource& source,
                                             const std::string& arch) {
   detail::Laps laps;
-  LoadedBinary loaded;
   const std::string key = codegen::compile_key(source, arch);
-  loaded.compile_key_us = laps.lap();
+  const double compile_key_us = laps.lap();
+  auto loaded = load_from_index(index, key);
+  if (loaded) loaded->compile_key_us = compile_key_us;
+  return loaded;
+}
+
+std::optional<LoadedBinary> load_from_index(const LaunchIndex& index, const std::string& key) {
+  detail::Laps laps;
+  LoadedBinary loaded;
   auto cached = index.find_cubin(key);
   loaded.fetch_us = laps.lap();
   if (!cached || cached->lowered_name().empty()) return std::nullopt;
@@ -133,8 +140,8 @@ std::optional<LoadedBinary> load_from_index(const LaunchIndex& index, const code
     loaded.kernel = std::make_unique<detail::Kernel>(module->kernel(cached->lowered_name()));
     loaded.module = std::move(module);
   } catch (const std::exception& e) {
-    detail::logger().warn("the launch index's cubin {} for {} did not load ({}); trying the cache", key,
-                          source.name_expression, e.what());
+    detail::logger().warn("the launch index's cubin {} ({}) did not load ({}); trying the cache", key,
+                          cached->lowered_name(), e.what());
     return std::nullopt;
   }
   loaded.from_cache = true;

@@ -52,6 +52,8 @@ ImportedBinaryCheck check_imported_binary(const BinaryRecord& imported);
 // has none for its compile key or the driver refuses it, and the caller goes to load_through_cache.
 std::optional<LoadedBinary> load_from_index(const LaunchIndex& index, const codegen::GeneratedSource& source,
                                             const std::string& arch);
+// The same for a compile key known already (a launch plan's).
+std::optional<LoadedBinary> load_from_index(const LaunchIndex& index, const std::string& compile_key);
 
 // Needs a current context.
 LoadedBinary load_through_cache(cache::Store& store, const codegen::GeneratedSource& source, const std::string& arch);

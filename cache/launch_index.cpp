@@ -23,6 +23,9 @@
 #include "cache/fail.hpp"
 #include "cache/keys.hpp"
 #include "codegen/compiler.hpp"
+#include "codegen/toolkit.hpp"
+#include "core/build_id.hpp"
+#include "core/kernel_args.hpp"
 #include "core/log.hpp"
 #include "gmjit/error.hpp"
 #include "templates/registry.hpp"
@@ -36,7 +39,7 @@ namespace fs = std::filesystem;
 // Native byte order throughout: the index never leaves the machine that wrote it (export and
 // import carry the SQLite rows); the magic's byte order check refuses a foreign one anyway.
 constexpr char kMagic[8] = {'G', 'M', 'J', 'I', 'T', 'L', 'X', '1'};
-constexpr std::uint32_t kFormat = 1;
+constexpr std::uint32_t kFormat = 2;
 
 struct Header {
   char magic[8];
@@ -46,10 +49,26 @@ struct Header {
   std::uint64_t cache_inode;
   std::uint64_t tables_offset;
   std::uint64_t tables_bytes;
-  std::uint64_t tables_hash;  // XXH3-64 of the tables
-  std::uint64_t header_hash;  // XXH3-64 of every field above
+  std::uint64_t tables_hash;    // XXH3-64 of the tables
+  std::uint64_t plan_identity;  // the writer's plan_identity(); 0: no plans
+  std::uint64_t header_hash;    // XXH3-64 of every field above
 };
-static_assert(sizeof(Header) == 64, "the header is read in one pread");
+static_assert(sizeof(Header) == 72, "the header is read in one pread");
+
+// Who may use an index's plans: the library build (its GNU build-id covers the embedded templates
+// and every descriptor's code) and the NVRTC that compile keys name. 0 without a build-id.
+std::uint64_t plan_identity() {
+  static const std::uint64_t identity = [] {
+    const std::string& build = detail::library_build_id();
+    if (build.empty()) return std::uint64_t{0};
+    const auto& nvrtc = codegen::nvrtc_identity();
+    const std::string text = fmt::format("{}|nvrtc {}.{} {}", build, nvrtc.major, nvrtc.minor, nvrtc.build_id);
+    return std::max<std::uint64_t>(1, XXH3_64bits(text.data(), text.size()));
+  }();
+  return identity;
+}
+
+bool plans_allowed_here() { return plan_identity() != 0 && !templates::embedded_headers_replaced(); }
 
 std::uint64_t header_hash(const Header& h) { return XXH3_64bits(&h, offsetof(Header, header_hash)); }
 
@@ -145,6 +164,19 @@ void skip_winners(Reader& r) {
     for (int field = 0; field < 4; ++field) r.text();
     r.skip_assignments();
     r.skip_assignments();
+  }
+}
+
+// Moves `r` past the cubins table (count; key, lowered name, offset, size, checksum each) to the
+// plans table that follows it.
+void skip_cubins(Reader& r) {
+  const std::uint32_t cubins = r.u32();
+  for (std::uint32_t i = 0; r.ok() && i < cubins; ++i) {
+    r.text();
+    r.text();
+    r.u64();
+    r.u64();
+    r.u64();
   }
 }
 
@@ -246,6 +278,7 @@ std::optional<LaunchIndex> LaunchIndex::open(const fs::path& cache_file) {
   }
   index.file_size_ = size;
   index.blobs_offset_ = h.tables_offset + h.tables_bytes;
+  index.plans_usable_ = h.plan_identity != 0 && h.plan_identity == plan_identity();
   index.fd_ = fd.release();
   return index;
 }
@@ -254,6 +287,7 @@ LaunchIndex::LaunchIndex(LaunchIndex&& other) noexcept
     : fd_(std::exchange(other.fd_, -1)),
       file_size_(other.file_size_),
       blobs_offset_(other.blobs_offset_),
+      plans_usable_(other.plans_usable_),
       tables_(std::move(other.tables_)) {}
 
 LaunchIndex& LaunchIndex::operator=(LaunchIndex&& other) noexcept {
@@ -262,6 +296,7 @@ LaunchIndex& LaunchIndex::operator=(LaunchIndex&& other) noexcept {
     fd_ = std::exchange(other.fd_, -1);
     file_size_ = other.file_size_;
     blobs_offset_ = other.blobs_offset_;
+    plans_usable_ = other.plans_usable_;
     tables_ = std::move(other.tables_);
   }
   return *this;
@@ -328,6 +363,54 @@ std::optional<LaunchIndex::Winner> LaunchIndex::nearest_winner(const std::string
   return best;
 }
 
+// Plans table: count; then device, problem key, kernel, dtype, default-dtype flag, shape, config,
+// compile key, tensor names, grid and block (3 u32 each), dynamic shared bytes, workspace
+// (flag, bytes, layout), scalar slots (count, 16 bytes each).
+std::size_t LaunchIndex::plan_count() const {
+  if (!plans_usable_) return 0;
+  Reader r(tables_);
+  skip_winners(r);
+  skip_cubins(r);
+  return r.ok() ? r.u32() : 0;
+}
+
+std::optional<LaunchIndex::Plan> LaunchIndex::find_plan(const std::string& device_key, std::string_view kernel,
+                                                        std::string_view dtype, const Shape& shape) const {
+  if (!plans_usable_ || !plans_allowed_here()) return std::nullopt;
+  Reader r(tables_);
+  skip_winners(r);
+  skip_cubins(r);
+  const std::uint32_t plans = r.u32();
+  for (std::uint32_t i = 0; r.ok() && i < plans; ++i) {
+    const std::string_view device = r.text(), problem = r.text(), k = r.text(), d = r.text();
+    const bool default_dtype = r.u32() != 0;
+    const Shape planned_shape = r.assignments();
+    const bool match = (device_key.empty() || device == device_key) && k == kernel &&
+                       (d == dtype || (dtype.empty() && default_dtype)) && planned_shape == shape;
+    Plan plan;
+    plan.problem_key = std::string(problem);
+    plan.dtype = std::string(d);
+    plan.config = r.assignments();
+    plan.compile_key = std::string(r.text());
+    const std::uint32_t tensors = r.u32();
+    for (std::uint32_t t = 0; r.ok() && t < tensors; ++t) plan.tensor_names.emplace_back(r.text());
+    for (int a = 0; a < 3; ++a) plan.geometry.grid[a] = r.u32();
+    for (int a = 0; a < 3; ++a) plan.geometry.block[a] = r.u32();
+    plan.geometry.dynamic_shared_bytes = r.u32();
+    plan.has_workspace = r.u32() != 0;
+    plan.workspace_bytes = static_cast<std::int64_t>(r.u64());
+    plan.workspace_layout = static_cast<std::int64_t>(r.u64());
+    const std::uint32_t slots = r.u32();
+    const std::string_view slot_bytes = r.text();
+    if (!r.ok() || slot_bytes.size() != std::size_t{16} * slots) return std::nullopt;
+    if (!match) continue;
+    plan.scalars.resize(slots);
+    for (std::uint32_t j = 0; j < slots; ++j) std::memcpy(plan.scalars[j].data(), slot_bytes.data() + 16 * j, 16);
+    return plan;
+  }
+  return std::nullopt;
+}
+
 LaunchIndex::MappedCubin::MappedCubin(void* mapping, std::size_t mapping_bytes, const char* data, std::size_t size,
                                       std::string lowered_name)
     : mapping_(mapping), mapping_bytes_(mapping_bytes), data_(data), size_(size), lowered_name_(std::move(lowered_name)) {}
@@ -375,6 +458,52 @@ std::optional<LaunchIndex::MappedCubin> LaunchIndex::find_cubin(const std::strin
   return std::nullopt;
 }
 
+namespace {
+
+// Appends the plan of winner `w` (a built-in kernel) as the Runtime would compute it on a hit;
+// false, and nothing written, when the descriptor rejects the winner (the Runtime then reports it).
+bool add_plan(Writer& table, const WinnerRecord& w, const Shape& shape, const Config& resolved,
+              const std::string& compile_key) {
+  Writer row;
+  try {
+    const auto& kernel = templates::find_kernel(w.kernel);
+    const auto& dtype = templates::dtype_info(w.dtype);
+    row.text(w.device_key);
+    row.text(w.problem_key);
+    row.text(w.kernel);
+    row.text(w.dtype);
+    row.u32(!kernel.dtypes.empty() && kernel.dtypes.front() == w.dtype ? 1 : 0);
+    row.assignments(shape);
+    row.assignments(resolved);
+    row.text(compile_key);
+    const auto tensors = kernel.tensors(shape);
+    row.u32(static_cast<std::uint32_t>(tensors.size()));
+    for (const auto& t : tensors) row.text(t.name);
+    const LaunchGeometry g = kernel.geometry(resolved, shape, dtype);
+    for (int a = 0; a < 3; ++a) row.u32(g.grid[a]);
+    for (int a = 0; a < 3; ++a) row.u32(g.block[a]);
+    row.u32(g.dynamic_shared_bytes);
+    const auto workspace = kernel.workspace ? std::optional(kernel.workspace(shape)) : std::nullopt;
+    row.u32(workspace ? 1 : 0);
+    row.u64(workspace ? static_cast<std::uint64_t>(workspace->bytes) : 0);
+    row.u64(workspace ? static_cast<std::uint64_t>(workspace->layout) : 0);
+    detail::KernelArgs scalars;
+    kernel.add_scalars(scalars, shape);
+    void** slots = scalars.pointers();
+    std::string slot_bytes;
+    for (std::size_t j = 0; j < scalars.size(); ++j) slot_bytes.append(static_cast<const char*>(slots[j]), 16);
+    row.u32(static_cast<std::uint32_t>(scalars.size()));
+    row.text(slot_bytes);
+  } catch (const std::exception& e) {
+    detail::logger().debug("launch index: no plan for {} {} {}: {}", w.kernel, w.dtype, w.shape_json, e.what());
+    return false;
+  }
+  table.bytes() += row.bytes();
+  return true;
+}
+
+}  // namespace
+
 PublishedIndex publish_launch_index(Store& store) {
   const fs::path index_path = launch_index_path(store.path());
   fs::path lock_path = index_path;
@@ -400,6 +529,9 @@ PublishedIndex publish_launch_index(Store& store) {
 
   PublishedIndex published;
   Writer winners_table;
+  Writer plans_table;
+  std::uint32_t plan_rows = 0;
+  const bool write_plans = plans_allowed_here();
   struct Blob {
     std::string compile_key, lowered_name;
     std::vector<char> cubin;
@@ -409,6 +541,8 @@ PublishedIndex publish_launch_index(Store& store) {
   for (const auto& w : store.winners()) {
     Shape shape;
     Config config;
+    Config resolved;  // as the Runtime launches it; the winner's own when the descriptor rejects it
+    bool plannable = write_plans;
     codegen::GeneratedSource source;
     try {
       const auto& kernel = templates::find_kernel(w.kernel);
@@ -420,7 +554,13 @@ PublishedIndex publish_launch_index(Store& store) {
         ++published.skipped;
         continue;
       }
-      source = codegen::specialize(kernel, shape, w.dtype, config);
+      try {
+        resolved = templates::resolve_config(kernel, shape, w.dtype, config);
+      } catch (const std::exception&) {
+        resolved = config;
+        plannable = false;  // the Runtime reports this winner from the catalog's path
+      }
+      source = codegen::specialize(kernel, shape, w.dtype, resolved);
     } catch (const std::exception& e) {
       detail::logger().debug("launch index: leaving out {} {} {}: {}", w.kernel, w.dtype, w.shape_json, e.what());
       ++published.skipped;
@@ -434,6 +574,9 @@ PublishedIndex publish_launch_index(Store& store) {
     winners_table.assignments(config);
     ++winner_rows;
     const std::string key = codegen::compile_key(source, w.device_arch);
+    if (plannable && !templates::is_user_kernel(w.kernel) && add_plan(plans_table, w, shape, resolved, key)) {
+      ++plan_rows;
+    }
     if (blobs.count(key) != 0) continue;
     if (auto cubin = store.get_cubin(key); cubin && !cubin->lowered_name.empty()) {
       blobs.emplace(key, Blob{key, std::move(cubin->lowered_name), std::move(cubin->cubin)});
@@ -441,6 +584,7 @@ PublishedIndex publish_launch_index(Store& store) {
   }
   published.winners = winner_rows;
   published.cubins = blobs.size();
+  published.plans = plan_rows;
 
   // Layout: header, tables, then the cubins, at offsets counted from the end of the tables.
   Writer tables;
@@ -456,6 +600,8 @@ PublishedIndex publish_launch_index(Store& store) {
     tables.u64(XXH3_64bits(blob.cubin.data(), blob.cubin.size()));
     offset += blob.cubin.size();
   }
+  tables.u32(plan_rows);
+  tables.bytes() += plans_table.bytes();
 
   Header h{};
   std::memcpy(h.magic, kMagic, sizeof(kMagic));
@@ -466,6 +612,7 @@ PublishedIndex publish_launch_index(Store& store) {
   h.tables_offset = sizeof(Header);
   h.tables_bytes = tables.bytes().size();
   h.tables_hash = XXH3_64bits(tables.bytes().data(), tables.bytes().size());
+  h.plan_identity = write_plans ? plan_identity() : 0;
   h.header_hash = header_hash(h);
 
   fs::path temporary = index_path;
@@ -488,8 +635,8 @@ PublishedIndex publish_launch_index(Store& store) {
     GMJIT_CACHE_FAIL(written ? rename_err : err, "write", "cannot write launch index {}: {}", index_path.string(),
                      std::strerror(written ? rename_err : err));
   }
-  detail::logger().debug("launch index {}: {} winners, {} cubins, {} left out", index_path.string(), published.winners,
-                         published.cubins, published.skipped);
+  detail::logger().debug("launch index {}: {} winners, {} cubins, {} plans, {} left out", index_path.string(),
+                         published.winners, published.cubins, published.plans, published.skipped);
   return published;
 }
 

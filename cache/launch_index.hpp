@@ -17,10 +17,12 @@
 // (same inode) are not seen until the next rewrite: the index then serves the earlier winners,
 // which are still valid for their keys.
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cache/store.hpp"
@@ -53,6 +55,31 @@ class LaunchIndex {
   // As Store::nearest_winner, over the winners of the index.
   std::optional<Winner> nearest_winner(const std::string& device_key, const std::string& kernel,
                                        const std::string& dtype, const Shape& shape) const;
+  // What launching a built-in kernel's winner takes beyond its cubin, computed by the writer
+  // from the kernel's descriptor, so that a process's first launch of a tuned problem runs no
+  // catalog code: describing the kernel, hashing its template and specializing its source took
+  // 150-250 us of a fresh process's first launch on the H200 (bench/NOTES.md). Served only to a
+  // reader running the writer's library build (GNU build-id) and NVRTC, in a process where no
+  // embedded header was replaced: there the descriptor computes the same plan.
+  struct Plan {
+    std::string problem_key;
+    std::string dtype;
+    Config config;  // resolved (every parameter present), as the Runtime launches it
+    std::string compile_key;
+    std::vector<std::string> tensor_names;
+    LaunchGeometry geometry;
+    bool has_workspace = false;
+    std::int64_t workspace_bytes = 0;
+    std::int64_t workspace_layout = 0;
+    std::vector<std::array<unsigned char, 16>> scalars;  // the descriptor's add_scalars slots
+  };
+  // The plan of the winner of exactly (kernel, dtype, shape) on `device_key`, or on any device
+  // when `device_key` is empty (a launch asks that before it acquires the device); an empty
+  // dtype asks for the kernel's default one. nullopt when this process may use none.
+  std::optional<Plan> find_plan(const std::string& device_key, std::string_view kernel, std::string_view dtype,
+                                const Shape& shape) const;
+  std::size_t plan_count() const;
+
   // A cubin read from the index into anonymous memory of its own, populated when mapped: the
   // driver loads a cubin from there as fast as from the heap, and faster than from a file mapping
   // of the index (find_cubin says by how much).
@@ -88,6 +115,7 @@ class LaunchIndex {
   int fd_ = -1;
   std::uint64_t file_size_ = 0;
   std::uint64_t blobs_offset_ = 0;  // where the cubins start; the tables give offsets from here
+  bool plans_usable_ = false;       // written by this library build and NVRTC (Plan)
   // The tables as read (checksum verified), walked on each lookup: a process looks up a problem
   // once, and decoding only what a lookup matches keeps open() to two preads.
   std::string tables_;
@@ -97,6 +125,7 @@ class LaunchIndex {
 struct PublishedIndex {
   std::size_t winners = 0;
   std::size_t cubins = 0;
+  std::size_t plans = 0;
   // Winners left out: their kernel is not registered in this process (a user kernel), or their
   // problem key was made with another version of its template.
   std::size_t skipped = 0;

@@ -1,8 +1,5 @@
 #include "codegen/toolkit.hpp"
 
-#include <dlfcn.h>
-#include <elf.h>
-#include <link.h>
 #include <nvrtc.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/build_id.hpp"
 #include "gmjit/error.hpp"
 
 namespace gmjit::codegen {
@@ -47,57 +45,16 @@ const std::string& cuda_include_dir() {
   return dir;
 }
 
-namespace {
-
-struct BuildIdSearch {
-  void* symbol;
-  std::string path;
-  std::string build_id;
-};
-
-int find_build_id(dl_phdr_info* info, size_t, void* data) {
-  auto* search = static_cast<BuildIdSearch*>(data);
-  const auto symbol = reinterpret_cast<ElfW(Addr)>(search->symbol);
-  bool contains = false;
-  for (int i = 0; i < info->dlpi_phnum; ++i) {
-    const auto& ph = info->dlpi_phdr[i];
-    const ElfW(Addr) start = info->dlpi_addr + ph.p_vaddr;
-    if (ph.p_type == PT_LOAD && symbol >= start && symbol < start + ph.p_memsz) contains = true;
-  }
-  if (!contains) return 0;
-  search->path = info->dlpi_name;
-  for (int i = 0; i < info->dlpi_phnum; ++i) {
-    const auto& ph = info->dlpi_phdr[i];
-    if (ph.p_type != PT_NOTE) continue;
-    const auto* cursor = reinterpret_cast<const unsigned char*>(info->dlpi_addr + ph.p_vaddr);
-    const auto* end = cursor + ph.p_memsz;
-    while (cursor + sizeof(ElfW(Nhdr)) <= end) {
-      const auto* note = reinterpret_cast<const ElfW(Nhdr)*>(cursor);
-      const auto* name = cursor + sizeof(ElfW(Nhdr));
-      const auto* desc = name + ((note->n_namesz + 3) & ~3u);
-      if (note->n_type == NT_GNU_BUILD_ID) {
-        for (unsigned j = 0; j < note->n_descsz; ++j) search->build_id += fmt::format("{:02x}", desc[j]);
-        return 1;
-      }
-      cursor = desc + ((note->n_descsz + 3) & ~3u);
-    }
-  }
-  return 1;
-}
-
-}  // namespace
-
 const NvrtcIdentity& nvrtc_identity() {
   static const NvrtcIdentity identity = [] {
     NvrtcIdentity id;
     nvrtcVersion(&id.major, &id.minor);
-    BuildIdSearch search{reinterpret_cast<void*>(&nvrtcVersion), {}, {}};
-    dl_iterate_phdr(find_build_id, &search);
-    id.library_path = search.path;
+    const detail::LoadedObject nvrtc = detail::loaded_object_of(reinterpret_cast<const void*>(&nvrtcVersion));
+    id.library_path = nvrtc.path;
     // Without a build-id (a stripped or static NVRTC) the library's size still tells builds apart.
-    id.build_id = !search.build_id.empty() ? search.build_id
-                  : !search.path.empty() && fs::exists(search.path)
-                      ? fmt::format("size-{}", fs::file_size(search.path))
+    id.build_id = !nvrtc.build_id.empty() ? nvrtc.build_id
+                  : !nvrtc.path.empty() && fs::exists(nvrtc.path)
+                      ? fmt::format("size-{}", fs::file_size(nvrtc.path))
                       : "unknown";
     return id;
   }();

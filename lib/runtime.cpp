@@ -157,7 +157,7 @@ struct PendingLoad {
 struct Runtime::Impl {
   // Immutable once built: read by every thread that launches it.
   struct Loaded {
-    const templates::KernelDescriptor* descriptor = nullptr;
+    std::string kernel_name;
     Resolution resolution;
     std::vector<std::string> tensor_names;
     std::unique_ptr<detail::Module> module;
@@ -194,7 +194,7 @@ struct Runtime::Impl {
     std::mutex mutex;
     detail::Workspace buffer;
   };
-  using WorkspaceKey = std::pair<StreamKey, const templates::KernelDescriptor*>;
+  using WorkspaceKey = std::pair<StreamKey, std::string>;  // stream, kernel name
 
   explicit Impl(RuntimeOptions o) : options(std::move(o)) {}
 
@@ -242,7 +242,7 @@ struct Runtime::Impl {
   mutable std::mutex workspace_mutex;
   std::map<WorkspaceKey, std::unique_ptr<StreamWorkspace>> workspaces;
 
-  StreamWorkspace& workspace_for(void* stream, const templates::KernelDescriptor* kernel) {
+  StreamWorkspace& workspace_for(void* stream, const std::string& kernel) {
     std::lock_guard<std::mutex> lock(workspace_mutex);
     auto& slot = workspaces[{stream_key(stream), kernel}];
     if (!slot) slot = std::make_unique<StreamWorkspace>();
@@ -442,9 +442,77 @@ struct Runtime::Impl {
     return out;
   }
 
+  // The launch index's plan of exactly this problem (cache/launch_index.hpp), which spares the
+  // first launch of a tuned problem the catalog's work. The device is acquired only when the
+  // index plans this problem on some device, so bad arguments still fail before it, in the
+  // catalog's check.
+  std::optional<cache::LaunchIndex::Plan> find_plan(std::string_view kernel, const Shape& shape,
+                                                    const std::string& dtype, const Tensors* tensors,
+                                                    PendingLoad& pending) {
+    {
+      std::lock_guard<std::mutex> lock(db_mutex);
+      if (!index_read) {
+        try {
+          index = cache::LaunchIndex::open(cache_file_locked());
+        } catch (const Error&) {
+          return std::nullopt;  // no cache path: the catalog's path reports it
+        }
+        index_read = true;
+        pending.times.cache_open_us = pending.laps.lap();
+      }
+      const auto planned = index ? index->find_plan(std::string(), kernel, dtype, shape) : std::nullopt;
+      if (!planned) return std::nullopt;
+      if (tensors && tensors->size() != planned->tensor_names.size()) {
+        wrong_tensor_count(std::string(kernel), planned->tensor_names, tensors->size());
+      }
+    }
+    ensure_device(&pending);
+    pending.laps.lap();
+    std::lock_guard<std::mutex> lock(db_mutex);
+    auto plan = index ? index->find_plan(fingerprint, kernel, dtype, shape) : std::nullopt;
+    pending.times.lookup_us = pending.laps.lap();
+    return plan;
+  }
+
+  // `plan` loaded: its cubin from the index, its launch as planned. nullptr when the index lacks
+  // the cubin, for the catalog's path to find or compile it.
+  std::shared_ptr<const Loaded> load_plan(const cache::LaunchIndex::Plan& plan, std::string_view kernel,
+                                          const Shape& shape, PendingLoad& pending) {
+    auto loaded = std::make_shared<Loaded>();
+    loaded->kernel_name = std::string(kernel);
+    loaded->tensor_names = plan.tensor_names;
+    loaded->resolution = Resolution{loaded->kernel_name, plan.dtype, shape, plan.config, ConfigSource::cache,
+                                    std::nullopt, 0, {}};
+    CurrentContext current(*api, context->get());
+    {
+      std::lock_guard<std::mutex> lock(db_mutex);
+      pending.laps.lap();
+      auto binary = index ? cache::load_from_index(*index, plan.compile_key) : std::nullopt;
+      if (!binary) return nullptr;
+      loaded->module = std::move(binary->module);
+      loaded->function = std::move(binary->kernel);
+      pending.times.fetch_us = binary->fetch_us;
+      pending.times.module_load_us = binary->module_load_us;
+      pending.laps.lap();
+    }
+    ++counters.loads;
+    ++counters.cache_hits;
+    ++counters.index_hits;
+    pending.times.from_index = true;
+    pending.times.from_plan = true;
+    loaded->geometry = plan.geometry;
+    detail::prepare_launch(*loaded->function, loaded->geometry);
+    if (plan.has_workspace) loaded->workspace = templates::WorkspaceNeed{plan.workspace_bytes, plan.workspace_layout};
+    for (const auto& slot : plan.scalars) loaded->scalars.add(slot);
+    void** pointers = loaded->scalars.pointers();
+    loaded->scalar_pointers.assign(pointers, pointers + loaded->scalars.size());
+    pending.times.prepare_us = pending.laps.lap();
+    return loaded;
+  }
+
   std::shared_ptr<const Loaded> load(const Request& r, MissPolicy policy, PendingLoad& pending) {
     auto loaded = std::make_shared<Loaded>();
-    loaded->descriptor = r.descriptor;
+    loaded->kernel_name = r.descriptor->name;
     loaded->tensor_names = r.tensor_names;
     loaded->resolution = resolve_request(r, policy, &pending);
     const Config& config = loaded->resolution.config;
@@ -508,10 +576,17 @@ struct Runtime::Impl {
     if (pending.valid()) return *pending.get();
 
     PendingLoad& stages = this_load.emplace();
-    // Bad arguments are rejected here, before the device or the cache, and leave no entry.
-    const Request request = check_request(kernel, shape, launch_options.dtype);
-    if (tensors && tensors->size() != request.tensor_names.size()) {
-      wrong_tensor_count(request.descriptor->name, request.tensor_names, tensors->size());
+    std::shared_ptr<const Loaded> planned;
+    std::optional<Request> request;
+    if (auto plan = find_plan(kernel, shape, launch_options.dtype, tensors, stages)) {
+      planned = load_plan(*plan, kernel, shape, stages);
+    }
+    if (!planned) {
+      // Bad arguments are rejected here, before the device or the cache, and leave no entry.
+      request = check_request(kernel, shape, launch_options.dtype);
+      if (tensors && tensors->size() != request->tensor_names.size()) {
+        wrong_tensor_count(request->descriptor->name, request->tensor_names, tensors->size());
+      }
     }
     std::promise<std::shared_ptr<const Loaded>> promise;
     Entry* entry = nullptr;
@@ -533,10 +608,10 @@ struct Runtime::Impl {
       this_load.reset();
       return *pending.get();
     }
-    stages.times.check_us = stages.laps.lap();
+    if (!planned) stages.times.check_us = stages.laps.lap();
 
     try {
-      auto loaded = load(request, launch_options.miss_policy.value_or(options.miss_policy), stages);
+      auto loaded = planned ? planned : load(*request, launch_options.miss_policy.value_or(options.miss_policy), stages);
       entry->ready.store(loaded.get(), std::memory_order_release);
       promise.set_value(loaded);
       return *loaded;
@@ -574,7 +649,7 @@ void Runtime::launch(std::string_view kernel, const Shape& shape, Tensors tensor
   std::optional<PendingLoad> this_load;
   const Impl::Loaded& loaded = impl_->find_or_load(kernel, shape, options, &tensors, this_load);
   const std::size_t n_tensors = loaded.tensor_names.size();
-  if (tensors.size() != n_tensors) wrong_tensor_count(loaded.descriptor->name, loaded.tensor_names, tensors.size());
+  if (tensors.size() != n_tensors) wrong_tensor_count(loaded.kernel_name, loaded.tensor_names, tensors.size());
   const std::size_t n_buffers = n_tensors + (loaded.workspace ? 1 : 0);
   const std::size_t n_args = n_buffers + loaded.scalar_pointers.size();
   // Every built-in kernel has a handful of arguments: the common case allocates nothing.
@@ -595,7 +670,7 @@ void Runtime::launch(std::string_view kernel, const Shape& shape, Tensors tensor
     addresses[i] = static_cast<CUdeviceptr>(tensors[i].address());
     if (addresses[i] == 0) {
       throw Error(ErrorKind::usage, 0,
-                  fmt::format("{}: tensor '{}' (argument {}) is a null pointer", loaded.descriptor->name,
+                  fmt::format("{}: tensor '{}' (argument {}) is a null pointer", loaded.kernel_name,
                               loaded.tensor_names[i], i));
     }
     args[i] = &addresses[i];
@@ -607,7 +682,7 @@ void Runtime::launch(std::string_view kernel, const Shape& shape, Tensors tensor
     if (this_load) this_load->laps.lap();
     detail::launch_prepared(*loaded.function, loaded.geometry, args, cu_stream);
   } else {
-    Impl::StreamWorkspace& workspace = impl_->workspace_for(stream, loaded.descriptor);
+    Impl::StreamWorkspace& workspace = impl_->workspace_for(stream, loaded.kernel_name);
     std::lock_guard<std::mutex> lock(workspace.mutex);
     const std::uint64_t before = workspace.buffer.allocations();
     addresses[n_tensors] = workspace.buffer.prepare(static_cast<std::size_t>(loaded.workspace->bytes),

@@ -34,6 +34,7 @@ struct HeaderStore {
   // Computed once per header set: register_header empties it.
   std::map<std::string, std::shared_ptr<const ReachableHeaders>> reachable;
   std::uint64_t generation = 0;
+  std::set<std::string> embedded_replaced;  // embedded headers registered with other content
 };
 
 HeaderStore& header_store() {
@@ -118,6 +119,20 @@ void register_header(const std::string& name, const std::string& content) {
   store.headers[name] = std::move(text);
   store.reachable.clear();
   ++store.generation;
+  for (const auto& header : embedded_headers()) {
+    if (name != header.name) continue;
+    if (content == header.content) {
+      store.embedded_replaced.erase(name);
+    } else {
+      store.embedded_replaced.insert(name);
+    }
+  }
+}
+
+bool embedded_headers_replaced() {
+  auto& store = header_store();
+  std::shared_lock lock(store.mutex);
+  return !store.embedded_replaced.empty();
 }
 
 std::optional<std::string> find_header(const std::string& name) {

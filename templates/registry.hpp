@@ -26,6 +26,9 @@ const std::vector<EmbeddedHeader>& embedded_headers();
 // The headers NVRTC compiles against: the embedded templates plus any registered at run time
 // (a user's own kernels). Registering an existing name replaces its content.
 void register_header(const std::string& name, const std::string& content);
+// Whether register_header replaced an embedded header in this process: the built-in kernels then
+// compile other code than this library's build says.
+bool embedded_headers_replaced();
 std::optional<std::string> find_header(const std::string& name);
 std::vector<std::pair<std::string, std::string>> all_headers();
 // The headers `name` reaches through #include "..." of other known headers, itself first, with

@@ -656,5 +656,53 @@ TEST_F(RuntimeGpu, LastLoadNamesTheStagesOfAFirstLaunch) {
   EXPECT_EQ(runtime.stats().compiles, 1u);
 }
 
+// A launch index written by a process of this library build plans the whole launch of each
+// winner: a fresh Runtime's first launch of a tuned problem does no catalog work and launches what
+// the catalog would (vector_add, and prefix_sum with its workspace).
+TEST_F(RuntimeGpu, AFreshRuntimeLaunchesTunedProblemsFromTheirPlans) {
+  GMJIT_REQUIRE_DEVICE();
+  detail::Context context(0);
+  const Shape add_shape{{"n", (1 << 16) + 3}};
+  const std::int64_t n = 100003;
+  const Shape scan_shape{{"n", n}};
+  put_winner("vector_add", add_shape, templates::find_kernel("vector_add").default_config);
+  put_winner("prefix_sum", scan_shape, templates::find_kernel("prefix_sum").default_config);
+  {
+    cache::Store store(db_);
+    ASSERT_EQ(cache::publish_launch_index(store).plans, 2u);
+  }
+
+  Runtime runtime(options(MissPolicy::fail));
+  Operands v = vector_add_operands(add_shape.at("n"), 21);
+  runtime.launch("vector_add", add_shape, v.tensors());
+  context.synchronize();
+  EXPECT_LE(v.error(), tolerance("vector_add", add_shape));
+  const LoadTimes t = runtime.stats().last_load;
+  EXPECT_TRUE(t.from_plan);
+  EXPECT_TRUE(t.from_index);
+  EXPECT_EQ(t.check_us + t.keys_us + t.compile_key_us, 0.0) << "no catalog work";
+
+  const auto x = scan_input(n);
+  detail::DeviceBuffer xs(x.size() * sizeof(float)), ys(x.size() * sizeof(float));
+  xs.upload(x.data(), x.size() * sizeof(float));
+  for (int launch = 0; launch < 2; ++launch) {  // the second reads the state the first left
+    ys.fill_bytes(0xFF, nullptr);
+    runtime.launch("prefix_sum", scan_shape, {xs.get(), ys.get()});
+    context.synchronize();
+    EXPECT_LE(scan_error(x, ys), 1e-5 * std::sqrt(static_cast<double>(n))) << "launch " << launch;
+  }
+  const RuntimeStats s = runtime.stats();
+  EXPECT_TRUE(s.last_load.from_plan);
+  EXPECT_EQ(s.compiles, 0u);
+  EXPECT_EQ(s.db_lookups, 0u) << "SQLite stayed closed";
+  EXPECT_EQ(s.index_hits, 2u);
+  EXPECT_EQ(s.workspaces, 1u);
+
+  // The plan's resolution is the catalog's.
+  Runtime catalog(options(MissPolicy::fail));
+  EXPECT_EQ(runtime.resolve("vector_add", add_shape).config, catalog.resolve("vector_add", add_shape).config);
+  EXPECT_EQ(runtime.resolve("prefix_sum", scan_shape).config, catalog.resolve("prefix_sum", scan_shape).config);
+}
+
 }  // namespace
 }  // namespace gmjit

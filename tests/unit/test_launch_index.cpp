@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -12,6 +13,7 @@
 #include "cache/launch_index.hpp"
 #include "cache_test_support.hpp"
 #include "codegen/compiler.hpp"
+#include "core/kernel_args.hpp"
 #include "templates/registry.hpp"
 
 namespace gmjit {
@@ -66,6 +68,65 @@ class LaunchIndexTest : public CacheDirTest {
     EXPECT_EQ(published.skipped, 0u);
   }
 };
+
+// A plan is the launch the Runtime would compute from the descriptor on a hit (tensors, geometry,
+// scalars, workspace, the compile key of the cubin listed beside it), for exactly the winner's
+// problem: another device, shape or dtype has none. An empty dtype is the kernel's first.
+TEST_F(LaunchIndexTest, PlansTheWinnersLaunchAsItsDescriptorWould) {
+  const auto index = LaunchIndex::open(path_);
+  ASSERT_TRUE(index);
+  ASSERT_EQ(index->plan_count(), 1u) << "a test binary has a GNU build-id";
+  const Shape shape{{"n", 1 << 20}};
+  const auto plan = index->find_plan(kDevice.key, "vector_add", "fp32", shape);
+  ASSERT_TRUE(plan);
+  const auto& kernel = templates::find_kernel("vector_add");
+  const Config config = templates::resolve_config(
+      kernel, shape, "fp32", nlohmann::json::parse(vector_add_config(256)).get<Config>());
+  EXPECT_EQ(plan->config, config);
+  EXPECT_EQ(plan->dtype, "fp32");
+  EXPECT_EQ(plan->problem_key, vector_add_problem(1 << 20).key);
+  EXPECT_EQ(plan->compile_key, compile_key_of(1 << 20, 256));
+  EXPECT_TRUE(index->find_cubin(plan->compile_key));
+  std::vector<std::string> names;
+  for (const auto& t : kernel.tensors(shape)) names.push_back(t.name);
+  EXPECT_EQ(plan->tensor_names, names);
+  const LaunchGeometry g = kernel.geometry(config, shape, templates::dtype_info("fp32"));
+  for (int a = 0; a < 3; ++a) {
+    EXPECT_EQ(plan->geometry.grid[a], g.grid[a]);
+    EXPECT_EQ(plan->geometry.block[a], g.block[a]);
+  }
+  EXPECT_EQ(plan->geometry.dynamic_shared_bytes, g.dynamic_shared_bytes);
+  EXPECT_EQ(plan->has_workspace, static_cast<bool>(kernel.workspace));
+  detail::KernelArgs scalars;
+  kernel.add_scalars(scalars, shape);
+  ASSERT_EQ(plan->scalars.size(), scalars.size());
+  void** slots = scalars.pointers();
+  for (std::size_t j = 0; j < scalars.size(); ++j) {
+    EXPECT_EQ(std::memcmp(plan->scalars[j].data(), slots[j], 16), 0) << "scalar " << j;
+  }
+
+  EXPECT_TRUE(index->find_plan(kDevice.key, "vector_add", "", shape)) << "fp32 is vector_add's first dtype";
+  EXPECT_TRUE(index->find_plan("", "vector_add", "fp32", shape)) << "any device";
+  EXPECT_FALSE(index->find_plan("another-device", "vector_add", "fp32", shape));
+  EXPECT_FALSE(index->find_plan(kDevice.key, "vector_add", "fp16", shape));
+  EXPECT_FALSE(index->find_plan(kDevice.key, "vector_add", "fp32", Shape{{"n", 1 << 21}}));
+  EXPECT_FALSE(index->find_plan(kDevice.key, "vector_add", "fp32", Shape{{"n", 1 << 20}, {"m", 1}}));
+  EXPECT_FALSE(index->find_plan(kDevice.key, "vector_sum", "fp32", shape));
+}
+
+// With an embedded header replaced, the built-in kernels compile other code than the build that
+// wrote the plans: none is served until the original text is back.
+TEST_F(LaunchIndexTest, NoPlanWhileAnEmbeddedHeaderIsReplaced) {
+  const auto index = LaunchIndex::open(path_);
+  ASSERT_TRUE(index);
+  const Shape shape{{"n", 1 << 20}};
+  const std::string header = templates::find_kernel("vector_add").header;
+  const std::string original = *templates::find_header(header);
+  templates::register_header(header, original + "\n// another text\n");
+  EXPECT_FALSE(index->find_plan(kDevice.key, "vector_add", "fp32", shape));
+  templates::register_header(header, original);
+  EXPECT_TRUE(index->find_plan(kDevice.key, "vector_add", "fp32", shape));
+}
 
 TEST_F(LaunchIndexTest, ServesTheWinnerAndTheCubinOfItsCompileKey) {
   const auto index = LaunchIndex::open(path_);

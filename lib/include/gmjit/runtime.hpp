@@ -133,6 +133,10 @@ struct LoadTimes {
   /// The winner and its cubin came from the launch index beside the cache file, and SQLite was
   /// not opened (cache_open_us is then the index's open).
   bool from_index = false;
+  /// The index also held the launch itself (geometry, scalars, workspace), computed by the process
+  /// that wrote it with this library build: the catalog was not consulted (check_us, keys_us and
+  /// compile_key_us are 0).
+  bool from_plan = false;
 };
 
 /// Counters since construction; each field is read atomically, the set is not a snapshot.
