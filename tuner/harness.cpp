@@ -248,8 +248,11 @@ Timing summarize(std::vector<double> samples) {
   return timing;
 }
 
-int batch_size(double single_ms, const MeasureOptions& options) {
+int batch_size(double single_ms, const MeasureOptions& options, double working_set_bytes) {
   if (!(single_ms > 0) || single_ms >= options.batch_below_ms) return 1;
+  // 4 bytes a nanosecond: about an H200's DRAM bandwidth, the fastest the tuner runs on.
+  constexpr double kDramBytesPerMs = 4e9;
+  if (working_set_bytes / kDramBytesPerMs >= 0.1 * single_ms) return 1;
   return std::clamp(static_cast<int>(std::ceil(options.batch_sample_ms / single_ms)), 2, options.max_batch);
 }
 
@@ -412,6 +415,12 @@ double Harness::verify(detail::Kernel& kernel, const LaunchGeometry& geometry) {
                                                                         : std::numeric_limits<double>::infinity();
 }
 
+double Harness::working_set_bytes() const {
+  double bytes = workspace_need_ ? static_cast<double>(workspace_need_->bytes) : 0.0;
+  for (const auto& tensor : tensors_) bytes += static_cast<double>(tensor.buffer.bytes());
+  return bytes;
+}
+
 double Harness::sample(const std::function<void(CUstream)>& work) {
   flush_.fill_bytes(static_cast<unsigned char>(++flush_value_), stream_.get());
   start_.record(stream_.get());
@@ -436,7 +445,7 @@ Timing Harness::time(detail::Kernel& kernel, const LaunchGeometry& geometry, con
     stream_.synchronize();
     single_ms = sample(kernel, geometry, args, 1);
   }
-  const int batch = batch_size(single_ms, options);
+  const int batch = batch_size(single_ms, options, working_set_bytes());
   std::vector<double> samples;
   const auto began = std::chrono::steady_clock::now();
   Timing timing;

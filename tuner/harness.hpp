@@ -47,8 +47,12 @@ struct MeasureOptions {
 // Median, IQR and a distribution-free 95% confidence interval of the median (the order
 // statistics n/2 -+ 0.98 sqrt(n)), from samples in any order.
 Timing summarize(std::vector<double> samples);
-// Launches per sample for a kernel whose single launch took `single_ms`.
-int batch_size(double single_ms, const MeasureOptions& options);
+// Launches per sample for a kernel whose single launch took `single_ms` and whose tensors and
+// workspace take `working_set_bytes`. One when streaming those bytes from DRAM would be a tenth
+// of the launch or more: every launch of a batch after the first finds them in L2, which a real
+// workload's next launch rarely does (bf16 gemm at m=1, n=k=4096, 32 MB of weights: 13.3 us a
+// launch batched, 17.3 us after a flush, on the H200).
+int batch_size(double single_ms, const MeasureOptions& options, double working_set_bytes = 0);
 
 // Bit-exact IEEE half conversions, round to nearest even, for host-side data.
 std::uint16_t float_to_half(float value);
@@ -115,6 +119,8 @@ class Harness {
   // two events; milliseconds. Baselines measured beside a kernel (a device copy) use it.
   double sample(const std::function<void(CUstream)>& work);
   std::size_t flush_bytes() const { return flush_.bytes(); }
+  // The bytes a launch touches: its tensors and its workspace.
+  double working_set_bytes() const;
 
  private:
   struct Tensor {
