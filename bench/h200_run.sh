@@ -13,7 +13,8 @@
 #   gemm   gemm against cuBLAS (issue 17): bench_gemm over $GEMM_SHAPES (default $1/gemm.json, a copy of
 #          shared/shapes/gemm.json) into a fresh cache, sgemm 4096^3 against cuBLAS fp32, and the SASS
 #          of the bf16 4096^3 winner; GEMM_ARGS adds bench_gemm flags (e.g. --tune-evaluations 24);
-#          GEMM_CACHE names the cache (default a fresh one), for part profile to reuse
+#          GEMM_CACHE names the cache (default a fresh one), for part profile to reuse; GEMM_SGEMM=0
+#          leaves out the sgemm benchmark
 #   profile  ncu (--clock-control none) of the first gemm_mma launch of bench_gemm over
 #          $PROFILE_SHAPES with the winners in $GEMM_CACHE: the verification launch of the winner
 #   multigpu  sweep throughput of the llm preset on one GPU against --devices all (issue 6), and
@@ -166,7 +167,9 @@ TAIL=80 step bench_gemm timeout "${GEMM_TIMEOUT:-360}" "$bin/bench_gemm" --shape
   --cache "$gemm_cache" --json-out "$out/bench_gemm.json" ${GEMM_ARGS:-}
 # Every candidate the tunings measured, for reading the search beside the winners.
 "$bin/gmtune" export --db "$gemm_cache" "$out/gemm_trials.json" >/dev/null 2>&1 || echo "=== gemm export failed"
+if [ "${GEMM_SGEMM:-1}" = 1 ]; then  # 0 when a call benchmarks only some of the gemm shapes
 TAIL=12 step bench_sgemm timeout 150 "$bin/bench_sgemm" 4096
+fi
 mkdir -p "$out/gemm_sass"
 winner=$(GMJIT_CACHE="$gemm_cache" "$bin/gmtune" show --json 2>/dev/null |
   python3 -c 'import json,sys; w=[r for r in json.load(sys.stdin) if r.get("kernel")=="gemm" and r.get("shape",{}).get("m")==4096 and r.get("shape",{}).get("k")==4096 and r.get("shape",{}).get("n")==4096]; print(",".join(f"{k}={v}" for k,v in w[0]["config"].items()) if w else "")' 2>/dev/null)
