@@ -176,7 +176,7 @@ std::vector<char> read_file(const std::string& path) {
 std::array<double, 3> raw_launch(const RawDriver& d, const LaunchSpec& spec, const std::vector<CUdeviceptr>& tensors,
                                  const cache::LaunchIndex* index = nullptr) {
   const std::vector<char> file_image = index ? std::vector<char>() : read_file(spec.cubin_file);
-  const std::optional<cache::LaunchIndex::MappedCubin> mapped =
+  const std::optional<cache::LaunchIndex::IndexedCubin> mapped =
       index ? index->find_cubin(spec.compile_key) : std::nullopt;
   if (index && !mapped) throw std::runtime_error("the launch index lacks " + spec.compile_key);
   const char* const image = mapped ? mapped->data() : file_image.data();

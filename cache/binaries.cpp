@@ -134,14 +134,14 @@ std::optional<LoadedBinary> load_from_index(const LaunchIndex& index, const std:
   LoadedBinary loaded;
   auto cached = index.find_cubin(key);
   loaded.fetch_us = laps.lap();
-  if (!cached || cached->lowered_name().empty()) return std::nullopt;
+  if (!cached || cached->lowered_name.empty()) return std::nullopt;
   try {
     auto module = std::make_unique<detail::Module>(static_cast<const void*>(cached->data()));
-    loaded.kernel = std::make_unique<detail::Kernel>(module->kernel(cached->lowered_name()));
+    loaded.kernel = std::make_unique<detail::Kernel>(module->kernel(cached->lowered_name));
     loaded.module = std::move(module);
   } catch (const std::exception& e) {
     detail::logger().warn("the launch index's cubin {} ({}) did not load ({}); trying the cache", key,
-                          cached->lowered_name(), e.what());
+                          cached->lowered_name, e.what());
     return std::nullopt;
   }
   loaded.from_cache = true;

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -411,22 +410,7 @@ std::optional<LaunchIndex::Plan> LaunchIndex::find_plan(const std::string& devic
   return std::nullopt;
 }
 
-LaunchIndex::MappedCubin::MappedCubin(void* mapping, std::size_t mapping_bytes, const char* data, std::size_t size,
-                                      std::string lowered_name)
-    : mapping_(mapping), mapping_bytes_(mapping_bytes), data_(data), size_(size), lowered_name_(std::move(lowered_name)) {}
-
-LaunchIndex::MappedCubin::MappedCubin(MappedCubin&& other) noexcept
-    : mapping_(std::exchange(other.mapping_, nullptr)),
-      mapping_bytes_(other.mapping_bytes_),
-      data_(other.data_),
-      size_(other.size_),
-      lowered_name_(std::move(other.lowered_name_)) {}
-
-LaunchIndex::MappedCubin::~MappedCubin() {
-  if (mapping_ != nullptr) ::munmap(mapping_, mapping_bytes_);
-}
-
-std::optional<LaunchIndex::MappedCubin> LaunchIndex::find_cubin(const std::string& compile_key) const {
+std::optional<LaunchIndex::IndexedCubin> LaunchIndex::find_cubin(const std::string& compile_key) const {
   Reader r(tables_);
   skip_winners(r);
   const std::uint32_t cubins = r.u32();
@@ -437,18 +421,8 @@ std::optional<LaunchIndex::MappedCubin> LaunchIndex::find_cubin(const std::strin
     if (size == 0 || offset > file_size_ - blobs_offset_ || size > file_size_ - blobs_offset_ - offset) {
       return std::nullopt;
     }
-    const std::uint64_t start = blobs_offset_ + offset;
-    // Anonymous memory populated in one call, then one pread: no page fault on either side. The
-    // driver loaded sgemm's 161 KiB cubin in 136-148 us from a file mapping of the index and in
-    // 42-54 us from the heap (H200, bench_runtime), and a fresh vector's page faults cost about
-    // 100 us in a fresh process.
-    const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
-    const std::size_t map_bytes = static_cast<std::size_t>((size + page - 1) / page * page);
-    void* mapping = ::mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-    if (mapping == MAP_FAILED) return std::nullopt;
-    MappedCubin cubin(mapping, map_bytes, static_cast<const char*>(mapping), static_cast<std::size_t>(size),
-                      std::string(lowered));
-    if (!read_exactly(fd_, mapping, static_cast<std::size_t>(size), start)) return std::nullopt;
+    IndexedCubin cubin{std::vector<char>(static_cast<std::size_t>(size)), std::string(lowered)};
+    if (!read_exactly(fd_, cubin.bytes.data(), cubin.bytes.size(), blobs_offset_ + offset)) return std::nullopt;
     if (XXH3_64bits(cubin.data(), cubin.size()) != checksum) {
       detail::logger().warn("launch index: the cubin of {} fails its checksum; reading the cache", compile_key);
       return std::nullopt;

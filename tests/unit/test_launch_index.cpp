@@ -139,8 +139,8 @@ TEST_F(LaunchIndexTest, ServesTheWinnerAndTheCubinOfItsCompileKey) {
 
   const auto cubin = index->find_cubin(compile_key_of(1 << 20, 256));
   ASSERT_TRUE(cubin);
-  EXPECT_EQ(cubin->bytes(), std::vector<char>(5000, 'a'));
-  EXPECT_EQ(cubin->lowered_name(), "_Z10vector_add");
+  EXPECT_EQ(cubin->bytes, std::vector<char>(5000, 'a'));
+  EXPECT_EQ(cubin->lowered_name, "_Z10vector_add");
   EXPECT_FALSE(index->find_cubin(compile_key_of(1 << 20, 512))) << "no cubin of another configuration";
 }
 
@@ -166,7 +166,7 @@ TEST_F(LaunchIndexTest, FollowsAFasterWinnerOnceRepublished) {
   const auto index = LaunchIndex::open(path_);
   ASSERT_TRUE(index);
   EXPECT_EQ(index->find_winner(kDevice.key, vector_add_problem(1 << 20).key)->config.at("block"), 512);
-  EXPECT_EQ(index->find_cubin(compile_key_of(1 << 20, 512))->bytes(), std::vector<char>(5000, 'b'));
+  EXPECT_EQ(index->find_cubin(compile_key_of(1 << 20, 512))->bytes, std::vector<char>(5000, 'b'));
   EXPECT_FALSE(index->find_cubin(compile_key_of(1 << 20, 256))) << "only the winners' cubins are listed";
 }
 
