@@ -172,14 +172,14 @@ TAIL=12 step bench_sgemm timeout 150 "$bin/bench_sgemm" 4096
 fi
 mkdir -p "$out/gemm_sass"
 winner=$(GMJIT_CACHE="$gemm_cache" "$bin/gmtune" show --json 2>/dev/null |
-  python3 -c 'import json,sys; w=[r for r in json.load(sys.stdin) if r.get("kernel")=="gemm" and r.get("shape",{}).get("m")==4096 and r.get("shape",{}).get("k")==4096 and r.get("shape",{}).get("n")==4096]; print(",".join(f"{k}={v}" for k,v in w[0]["config"].items()) if w else "")' 2>/dev/null)
+  python3 -c 'import json,sys; w=[r for r in json.load(sys.stdin)["winners"] if r.get("kernel")=="gemm" and r.get("dtype")=="bf16" and r.get("shape",{}).get("m")==4096 and r.get("shape",{}).get("k")==4096 and r.get("shape",{}).get("n")==4096]; print(",".join(f"{k}={v}" for k,v in w[0]["config"].items()) if w else "")' 2>/dev/null)
 if [ -n "$winner" ]; then
   TAIL=3 step gemm_sass "$bin/gmtune" compile gemm --dtype bf16 --shape m=4096,n=4096,k=4096,trans_b=1 \
     --config "$winner" --out "$out/gemm_sass"
 fi
 fi
 if [ "$part" = profile ]; then
-TAIL=60 step ncu_gemm timeout 300 ncu --clock-control none --target-processes all -k regex:gemm_mma -c 1 \
+TAIL=60 step ncu_gemm timeout 120 ncu --clock-control none --target-processes all -k regex:gemm_mma -c 1 \
   --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
   --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats \
   "$bin/bench_gemm" --shapes "$PROFILE_SHAPES" --cache "$GEMM_CACHE" --samples 10
