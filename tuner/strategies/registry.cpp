@@ -11,7 +11,8 @@
   X(exhaustive)             \
   X(random)                 \
   X(model)                  \
-  X(transfer)
+  X(transfer)               \
+  X(climb)
 
 namespace gmjit::tuner {
 
