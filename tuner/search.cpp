@@ -17,7 +17,7 @@ struct SmLimits {
   double dram_gbps = 4000;    // whole device
   double l2_gbps = 8000;      // whole device, reads that hit
   // Float atomics to distinct addresses, whole device. On the H200, split-K's partial sums (one
-  // atomicAdd per element of C per slice) cost about 15 ns per million: bf16 512x4096x4096 at
+  // atomicAdd per element of C per slice) cost about 15 us per million: bf16 512x4096x4096 at
   // split 4 and fp16 2048^3 at split 2 (8.4 million each) took 0.12-0.13 ms more than their
   // tiles' flops (bench/NOTES.md, seventh session).
   double atomics_per_s = 6.5e10;
