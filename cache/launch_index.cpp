@@ -55,13 +55,15 @@ struct Header {
 static_assert(sizeof(Header) == 72, "the header is read in one pread");
 
 // Who may use an index's plans: the library build (its GNU build-id covers the embedded templates
-// and every descriptor's code) and the NVRTC that compile keys name. 0 without a build-id.
+// and every descriptor's code), the NVRTC that compile keys name, and the compile options the
+// environment chooses (GMJIT_LINEINFO). 0 without a build-id.
 std::uint64_t plan_identity() {
   static const std::uint64_t identity = [] {
     const std::string& build = detail::library_build_id();
     if (build.empty()) return std::uint64_t{0};
     const auto& nvrtc = codegen::nvrtc_identity();
-    const std::string text = fmt::format("{}|nvrtc {}.{} {}", build, nvrtc.major, nvrtc.minor, nvrtc.build_id);
+    const std::string text = fmt::format("{}|nvrtc {}.{} {}|lineinfo {}", build, nvrtc.major, nvrtc.minor,
+                                         nvrtc.build_id, codegen::line_info_requested());
     return std::max<std::uint64_t>(1, XXH3_64bits(text.data(), text.size()));
   }();
   return identity;

@@ -180,8 +180,18 @@ std::string resources_json(const CompiledModule& m) {
   return j.dump(2);
 }
 
+bool line_info_requested() {
+  static const bool requested = [] {
+    const char* value = std::getenv("GMJIT_LINEINFO");
+    return value != nullptr && std::string_view(value) == "1";
+  }();
+  return requested;
+}
+
 std::vector<std::string> canonical_options(const std::string& arch) {
-  return {"-arch=" + arch, "-std=c++17", "-lineinfo", "-Xptxas=-v", "-I" + cuda_include_dir()};
+  std::vector<std::string> options{"-arch=" + arch, "-std=c++17", "-Xptxas=-v", "-I" + cuda_include_dir()};
+  if (line_info_requested()) options.insert(options.begin() + 2, "-lineinfo");
+  return options;
 }
 
 std::string compile_key(const GeneratedSource& source, const std::string& arch) {

@@ -52,6 +52,11 @@ struct CompiledModule {
 // back to (and its compile key recomputed from) kernel, dtype, shape and config.
 std::string resources_json(const CompiledModule& module);
 
+// GMJIT_LINEINFO=1: compiles keep source line information (-lineinfo), for profilers that map
+// SASS back to source. Off by default: ptxas then also embeds the whole PTX text in the cubin,
+// which made sgemm's largest cubin 161 KiB instead of 43, and a module's load time follows its size.
+bool line_info_requested();
+
 // The option list every compile uses, in order; part of the compile key.
 std::vector<std::string> canonical_options(const std::string& arch);
 

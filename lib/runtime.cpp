@@ -576,18 +576,16 @@ struct Runtime::Impl {
     if (pending.valid()) return *pending.get();
 
     PendingLoad& stages = this_load.emplace();
-    std::shared_ptr<const Loaded> planned;
+    const auto plan = find_plan(kernel, shape, launch_options.dtype, tensors, stages);
     std::optional<Request> request;
-    if (auto plan = find_plan(kernel, shape, launch_options.dtype, tensors, stages)) {
-      planned = load_plan(*plan, kernel, shape, stages);
-    }
-    if (!planned) {
-      // Bad arguments are rejected here, before the device or the cache, and leave no entry.
+    const auto check_arguments = [&] {
       request = check_request(kernel, shape, launch_options.dtype);
       if (tensors && tensors->size() != request->tensor_names.size()) {
         wrong_tensor_count(request->descriptor->name, request->tensor_names, tensors->size());
       }
-    }
+    };
+    // Bad arguments are rejected here, before the device or the cache, and leave no entry.
+    if (!plan) check_arguments();
     std::promise<std::shared_ptr<const Loaded>> promise;
     Entry* entry = nullptr;
     {
@@ -608,10 +606,15 @@ struct Runtime::Impl {
       this_load.reset();
       return *pending.get();
     }
-    if (!planned) stages.times.check_us = stages.laps.lap();
+    if (!plan) stages.times.check_us = stages.laps.lap();
 
     try {
-      auto loaded = planned ? planned : load(*request, launch_options.miss_policy.value_or(options.miss_policy), stages);
+      // The plan is loaded under the entry, so concurrent first launches load its module once.
+      std::shared_ptr<const Loaded> loaded = plan ? load_plan(*plan, kernel, shape, stages) : nullptr;
+      if (!loaded) {
+        if (!request) check_arguments();
+        loaded = load(*request, launch_options.miss_policy.value_or(options.miss_policy), stages);
+      }
       entry->ready.store(loaded.get(), std::memory_order_release);
       promise.set_value(loaded);
       return *loaded;
