@@ -1,4 +1,9 @@
 // The facade: the public compile and catalog functions over codegen and templates.
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+
 #include "codegen/compiler.hpp"
 #include "codegen/toolkit.hpp"
 #include "gmjit/gmjit.hpp"
@@ -36,6 +41,57 @@ std::vector<KernelInfo> list_kernels() {
     kernels.push_back(std::move(info));
   }
   return kernels;
+}
+
+namespace {
+
+nlohmann::json kernel_json(const KernelInfo& k) {
+  nlohmann::json params = nlohmann::json::array();
+  for (const auto& p : k.params) params.push_back({{"name", p.name}, {"values", p.values}, {"doc", p.doc}});
+  nlohmann::json data_keys = nlohmann::json::array();
+  for (const auto& d : k.data_keys) data_keys.push_back({{"name", d.name}, {"default", d.default_value}, {"doc", d.doc}});
+  nlohmann::json tensors = nlohmann::json::array();
+  for (const auto& t : k.tensors) {
+    tensors.push_back({{"name", t.name},
+                       {"role", t.output ? "output" : "input"},
+                       {"dtype", t.dtype.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.dtype)},
+                       {"elements", nlohmann::json::parse(t.elements_expression)}});
+  }
+  return {{"name", k.name}, {"summary", k.summary}, {"header", k.header},
+          {"template_hash", k.template_hash}, {"problem_keys", k.problem_keys}, {"data_keys", data_keys},
+          {"tensors", tensors}, {"dtypes", k.dtypes}, {"params", params},
+          {"default_config", k.default_config}, {"constraints", k.constraints}};
+}
+
+void write_file(const std::filesystem::path& path, const void* data, std::size_t size) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
+  if (!out) throw Error(ErrorKind::usage, 0, "cannot write " + path.string());
+}
+
+}  // namespace
+
+std::string list_kernels_json() {
+  nlohmann::json kernels = nlohmann::json::array();
+  for (const auto& k : list_kernels()) kernels.push_back(kernel_json(k));
+  return nlohmann::json{{"kernels", kernels}}.dump(2);
+}
+
+std::string describe_kernel_json(const std::string& kernel, const Shape& shape, const std::string& dtype) {
+  const std::string name = templates::find_kernel(kernel).name;  // throws Error(usage) naming the kernels
+  for (const auto& k : list_kernels()) {
+    if (k.name != name) continue;
+    nlohmann::json out = kernel_json(k);
+    if (shape.empty()) return out.dump(2);
+    const Problem problem = validate(kernel, shape, dtype);
+    out["problem"] = {{"dtype", problem.dtype}, {"shape", problem.shape}};
+    for (std::size_t i = 0; i < k.tensors.size(); ++i) {
+      out["tensors"][i]["count"] = k.tensors[i].elements(problem.shape);
+      out["tensors"][i]["resolved_dtype"] = k.tensors[i].dtype.empty() ? problem.dtype : k.tensors[i].dtype;
+    }
+    return out.dump(2);
+  }
+  throw Error(ErrorKind::usage, 0, "unknown kernel '" + kernel + "'");
 }
 
 Problem validate(const std::string& kernel, const Shape& shape, const std::string& dtype) {
@@ -79,6 +135,27 @@ CompileResult compile(const CompileRequest& request) {
 }
 
 std::string resources_json(const CompileResult& r) { return r.description_json; }
+
+CompileOutputs write_compile_outputs(const CompileResult& result, const std::string& directory) {
+  const std::filesystem::path dir(directory);
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) throw Error(ErrorKind::usage, 0, "cannot create " + dir.string() + ": " + error.message());
+  const std::string stem = std::filesystem::path(result.file_name).stem().string();
+  const std::string resources = resources_json(result);
+  write_file(dir / (stem + ".cu"), result.source.data(), result.source.size());
+  write_file(dir / (stem + ".ptx"), result.ptx.data(), result.ptx.size());
+  write_file(dir / (stem + ".cubin"), result.cubin.data(), result.cubin.size());
+  write_file(dir / "resources.json", resources.data(), resources.size());
+  write_file(dir / (stem + ".log"), result.log.data(), result.log.size());
+  CompileOutputs out;
+  out.stem = (dir / stem).string();
+  if (const auto sass = disassemble(result.cubin, out.sass_note)) {
+    write_file(dir / (stem + ".sass"), sass->data(), sass->size());
+    out.sass = true;
+  }
+  return out;
+}
 
 std::optional<std::string> disassemble(const std::vector<char>& cubin, std::string& why_not) {
   return codegen::disassemble(cubin, why_not);

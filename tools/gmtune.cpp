@@ -93,25 +93,7 @@ std::string expression_text(const nlohmann::json& e, bool nested = false) {
 int run_list(bool json) {
   const auto kernels = gmjit::list_kernels();
   if (json) {
-    nlohmann::json out = nlohmann::json::array();
-    for (const auto& k : kernels) {
-      nlohmann::json params = nlohmann::json::array();
-      for (const auto& p : k.params) params.push_back({{"name", p.name}, {"values", p.values}, {"doc", p.doc}});
-      nlohmann::json data_keys = nlohmann::json::array();
-      for (const auto& d : k.data_keys) data_keys.push_back({{"name", d.name}, {"default", d.default_value}, {"doc", d.doc}});
-      nlohmann::json tensors = nlohmann::json::array();
-      for (const auto& t : k.tensors) {
-        tensors.push_back({{"name", t.name},
-                           {"role", t.output ? "output" : "input"},
-                           {"dtype", t.dtype.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.dtype)},
-                           {"elements", nlohmann::json::parse(t.elements_expression)}});
-      }
-      out.push_back({{"name", k.name}, {"summary", k.summary}, {"header", k.header},
-                     {"template_hash", k.template_hash}, {"problem_keys", k.problem_keys}, {"data_keys", data_keys},
-                     {"tensors", tensors}, {"dtypes", k.dtypes}, {"params", params},
-                     {"default_config", k.default_config}, {"constraints", k.constraints}});
-    }
-    std::cout << nlohmann::json{{"kernels", out}}.dump(2) << "\n";
+    std::cout << gmjit::list_kernels_json() << "\n";
     return 0;
   }
   for (const auto& k : kernels) {
@@ -137,12 +119,6 @@ int run_list(bool json) {
   return 0;
 }
 
-void write_file(const fs::path& path, const void* data, std::size_t size) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
-  if (!out) throw gmjit::Error(gmjit::ErrorKind::usage, 0, "cannot write " + path.string());
-}
-
 int run_compile(const std::string& kernel, const std::string& shape, const std::string& config,
                 const std::string& dtype, const std::string& arch, const std::string& out_dir) {
   gmjit::CompileRequest request;
@@ -157,22 +133,10 @@ int run_compile(const std::string& kernel, const std::string& shape, const std::
     std::cout << resources << "\n";
     return 0;
   }
-  fs::create_directories(out_dir);
-  const fs::path dir(out_dir);
-  const std::string stem = fs::path(result.file_name).stem().string();
-  write_file(dir / (stem + ".cu"), result.source.data(), result.source.size());
-  write_file(dir / (stem + ".ptx"), result.ptx.data(), result.ptx.size());
-  write_file(dir / (stem + ".cubin"), result.cubin.data(), result.cubin.size());
-  write_file(dir / "resources.json", resources.data(), resources.size());
-  write_file(dir / (stem + ".log"), result.log.data(), result.log.size());
-  std::string why_not;
-  if (const auto sass = gmjit::disassemble(result.cubin, why_not)) {
-    write_file(dir / (stem + ".sass"), sass->data(), sass->size());
-  } else {
-    std::cerr << "gmtune: note: " << why_not << "\n";
-  }
+  const auto written = gmjit::write_compile_outputs(result, out_dir);
+  if (!written.sass) std::cerr << "gmtune: note: " << written.sass_note << "\n";
   std::printf("%s -> %s (%s, %d registers, %d B spilled, %d B smem, %.1f ms)\n", result.name_expression.c_str(),
-              (dir / stem).string().c_str(), result.arch.c_str(), result.resources.registers,
+              written.stem.c_str(), result.arch.c_str(), result.resources.registers,
               result.resources.spill_store_bytes, result.resources.shared_bytes, result.compile_ms);
   return 0;
 }

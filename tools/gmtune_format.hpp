@@ -205,54 +205,9 @@ inline nlohmann::json problem_json(const gmjit::Problem& problem) {
   return {{"kernel", problem.kernel}, {"dtype", problem.dtype}, {"shape", problem.shape}, {"label", problem.label}};
 }
 
-inline nlohmann::json optional_index(const std::optional<std::size_t>& index) {
-  return index ? nlohmann::json(*index) : nlohmann::json();
-}
-
-/// Everything a TuneReport holds, for scripts (NaN and infinities become null).
+/// Everything a TuneReport holds, for scripts (gmjit::tune_report_json).
 inline nlohmann::json report_json(const gmjit::TuneReport& report) {
-  nlohmann::json trials = nlohmann::json::array();
-  for (const auto& t : report.trials) {
-    const auto& r = t.resources;
-    trials.push_back({{"config", t.config},
-                      {"status", gmjit::to_string(t.status)},
-                      {"median_ms", t.median_ms},
-                      {"spread", t.spread},
-                      {"ci_percent", t.ci_percent},
-                      {"repetitions", t.repetitions},
-                      {"batch", t.batch},
-                      {"verify_error", t.verify_error},
-                      {"compile_ms", t.compile_ms},
-                      {"binary_cached", t.binary_cached},
-                      {"resumed", t.resumed},
-                      {"resources",
-                       {{"registers", r.registers},
-                        {"barriers", r.barriers},
-                        {"stack_bytes", r.stack_bytes},
-                        {"spill_store_bytes", r.spill_store_bytes},
-                        {"spill_load_bytes", r.spill_load_bytes},
-                        {"shared_bytes", r.shared_bytes},
-                        {"constant_bytes", r.constant_bytes},
-                        {"spills_known", r.spills_known}}},
-                      {"detail", t.detail}});
-  }
-  nlohmann::json curve = nlohmann::json::array();
-  for (const auto& point : report.curve) {
-    curve.push_back({{"evaluations", point.evaluations}, {"seconds", point.seconds}, {"best_ms", point.best_ms}});
-  }
-  nlohmann::json out = problem_json(report.problem);
-  out.update({{"device", report.device_name},
-              {"device_key", report.device_key},
-              {"strategy", report.strategy},
-              {"winner", optional_index(report.winner)},
-              {"runner_up", optional_index(report.runner_up)},
-              {"valid_candidates", report.valid_candidates},
-              {"evaluations", report.evaluations},
-              {"worker_restarts", report.worker_restarts},
-              {"wall_seconds", report.wall_seconds},
-              {"curve", curve},
-              {"trials", trials}});
-  return out;
+  return nlohmann::json::parse(gmjit::tune_report_json(report));
 }
 
 /// How much faster the winner is than the runner-up, in percent; nullopt without both.

@@ -1,5 +1,7 @@
 #include "gmjit/tune.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <filesystem>
 
 #include "gmjit/error.hpp"
@@ -42,6 +44,62 @@ TuneReport tune(const Problem& problem, const TuneOptions& options) {
   tuner::Recording recording(store, session.device(), normalized);
   recording.start_from(run, recording.winner(), /*resume=*/true);
   return recording.tune(session, run);
+}
+
+namespace {
+
+nlohmann::json optional_index(const std::optional<std::size_t>& index) {
+  return index ? nlohmann::json(*index) : nlohmann::json();
+}
+
+}  // namespace
+
+std::string tune_report_json(const TuneReport& report) {
+  nlohmann::json trials = nlohmann::json::array();
+  for (const auto& t : report.trials) {
+    const auto& r = t.resources;
+    trials.push_back({{"config", t.config},
+                      {"status", to_string(t.status)},
+                      {"median_ms", t.median_ms},
+                      {"spread", t.spread},
+                      {"ci_percent", t.ci_percent},
+                      {"repetitions", t.repetitions},
+                      {"batch", t.batch},
+                      {"verify_error", t.verify_error},
+                      {"compile_ms", t.compile_ms},
+                      {"binary_cached", t.binary_cached},
+                      {"resumed", t.resumed},
+                      {"resources",
+                       {{"registers", r.registers},
+                        {"barriers", r.barriers},
+                        {"stack_bytes", r.stack_bytes},
+                        {"spill_store_bytes", r.spill_store_bytes},
+                        {"spill_load_bytes", r.spill_load_bytes},
+                        {"shared_bytes", r.shared_bytes},
+                        {"constant_bytes", r.constant_bytes},
+                        {"spills_known", r.spills_known}}},
+                      {"detail", t.detail}});
+  }
+  nlohmann::json curve = nlohmann::json::array();
+  for (const auto& point : report.curve) {
+    curve.push_back({{"evaluations", point.evaluations}, {"seconds", point.seconds}, {"best_ms", point.best_ms}});
+  }
+  const nlohmann::json out = {{"kernel", report.problem.kernel},
+              {"dtype", report.problem.dtype},
+              {"shape", report.problem.shape},
+              {"label", report.problem.label},
+              {"device", report.device_name},
+              {"device_key", report.device_key},
+              {"strategy", report.strategy},
+              {"winner", optional_index(report.winner)},
+              {"runner_up", optional_index(report.runner_up)},
+              {"valid_candidates", report.valid_candidates},
+              {"evaluations", report.evaluations},
+              {"worker_restarts", report.worker_restarts},
+              {"wall_seconds", report.wall_seconds},
+              {"curve", curve},
+              {"trials", trials}};
+  return out.dump(2);
 }
 
 }  // namespace gmjit

@@ -47,6 +47,18 @@ CompileResult compile(const CompileRequest& request);
 /// Resource report and identity of a compile as a JSON object.
 std::string resources_json(const CompileResult& result);
 
+/// What write_compile_outputs wrote.
+struct CompileOutputs {
+  std::string stem;        ///< the directory and file stem every output shares (add .cu, .ptx, ...)
+  bool sass = false;       ///< the .sass was written
+  std::string sass_note;   ///< why not, when it was not (no nvdisasm or cuobjdump)
+};
+
+/// Writes `result` into `directory` (created if missing) as `gmtune compile --out` does: the
+/// generated .cu, .ptx, .cubin, the NVRTC and ptxas .log, resources.json, and the .sass when a
+/// disassembler is installed. Throws Error(usage) naming a file it cannot write.
+CompileOutputs write_compile_outputs(const CompileResult& result, const std::string& directory);
+
 /// SASS of a cubin through nvdisasm or cuobjdump; nullopt, with the reason in why_not, when
 /// neither is installed.
 std::optional<std::string> disassemble(const std::vector<char>& cubin, std::string& why_not);

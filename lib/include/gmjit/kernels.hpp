@@ -58,6 +58,15 @@ struct KernelInfo {
 /// Every kernel: the built-ins, then those registered with register_kernel.
 std::vector<KernelInfo> list_kernels();
 
+/// list_kernels() as JSON text, `{"kernels": [...]}`, as `gmtune list --json` prints it.
+std::string list_kernels_json();
+
+/// One kernel's entry of list_kernels_json(). With a non-empty `shape` it also holds "problem"
+/// (the dtype and shape validate() makes of them) and, for each tensor, "count" (its elements at
+/// that shape) and "resolved_dtype": what a binding needs to allocate outputs and check sizes.
+/// @throws Error(usage) for an unknown kernel, or a shape or dtype validate() refuses.
+std::string describe_kernel_json(const std::string& kernel, const Shape& shape = {}, const std::string& dtype = {});
+
 /// The normalized form of a problem, as every entry point (Runtime::launch, tune, sweep, compile,
 /// shapes files, gmtune) takes it: `dtype` empty becomes the kernel's first dtype, data keys left
 /// out take their defaults, and the result's label is empty. The normalized shape is what keys a

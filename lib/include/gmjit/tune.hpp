@@ -107,6 +107,11 @@ struct TuneOptions {
 /// is present (before any cache is opened).
 TuneReport tune(const Problem& problem, const TuneOptions& options = {});
 
+/// Everything a TuneReport holds as JSON text, as `gmtune tune --json` prints it: the problem,
+/// device, strategy, winner and runner-up (indexes into "trials", or null), the best-so-far
+/// curve and every trial. NaN and infinities become null.
+std::string tune_report_json(const TuneReport& report);
+
 /// Problems of a shapes file, JSON of the form {"sweeps": [{"kernel": K, "dtype": T, "shapes":
 /// [{KEY: N, .., "from": LABEL}, ..]}, ..]} (KEY: the kernel's problem keys), keeping only sweeps
 /// of `only_kernels` when it is not empty; throws Error(usage) naming the sweep and shape index of anything malformed
