@@ -1,0 +1,160 @@
+"""Catalog kernels on torch tensors: the problem shape read from the tensors through the
+catalog's description, the tensors checked, outputs allocated, the launch on the current torch
+stream of the tensors' device."""
+
+import functools
+import math
+
+import torch
+
+from . import _native
+from ._native import UsageError
+
+_DTYPES = {
+    torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.uint8: "u8",
+    torch.int32: "i32", torch.int64: "i64", torch.float64: "fp64",
+}
+_TORCH_DTYPES = {name: dtype for dtype, name in _DTYPES.items()}
+if hasattr(torch, "uint32"):
+    _DTYPES[torch.uint32] = "u32"
+    _TORCH_DTYPES["u32"] = torch.uint32
+
+# The layout of an output whose element count does not say it: a transpose swaps the input's
+# dimensions; products of keys are laid out in the expression's order otherwise.
+_OUTPUT_SHAPES = {
+    ("transpose", "out"): lambda shape: (shape["cols"], shape["rows"]),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def _description(kernel):
+    from . import describe
+    return describe(kernel)
+
+
+def _factors(expression):
+    """An element-count expression as (keys, constant) when it is a product of keys and integers,
+    else None."""
+    if isinstance(expression, str):
+        return [expression], 1
+    if isinstance(expression, int):
+        return [], expression
+    if isinstance(expression, list) and expression and expression[0] == "*":
+        keys, constant = [], 1
+        for term in expression[1:]:
+            inner = _factors(term)
+            if inner is None:
+                return None
+            keys += inner[0]
+            constant *= inner[1]
+        return keys, constant
+    return None
+
+
+def _read_keys(name, tensor, expression, shape):
+    """Sets the keys `expression` names from `tensor`'s dimensions: a key left unknown is the
+    element count over the known ones; several unknown keys take the dimensions in order (a
+    dimension equal to a constant factor, such as RGB's 3, is set aside; leading dimensions fold
+    into the first key, so a (batch, seq, hidden) tensor is rows = batch * seq, cols = hidden)."""
+    factors = _factors(expression)
+    if factors is None:
+        return
+    keys, constant = factors
+    unknown = [k for k in keys if k not in shape]
+    if not unknown:
+        return
+    known = math.prod(shape[k] for k in keys if k in shape) * constant
+    if len(unknown) == 1:
+        count = tensor.numel()
+        if known == 0 or count % known:
+            raise UsageError(1, f"{name} has {count} elements, not a multiple of {known}")
+        shape[unknown[0]] = count // known
+        return
+    dims = list(tensor.shape)
+    if constant != 1 and constant in dims:
+        dims.pop(len(dims) - 1 - dims[::-1].index(constant))
+    if len(dims) < len(keys):
+        raise UsageError(1, f"{name} has shape {tuple(tensor.shape)}: cannot read {', '.join(keys)} from it; "
+                            f"pass them as keyword arguments")
+    dims = [math.prod(dims[: len(dims) - len(keys) + 1])] + dims[len(dims) - len(keys) + 1:]
+    for key, size in zip(keys, dims):
+        shape.setdefault(key, int(size))
+
+
+def _check_tensor(name, tensor, count, dtype, device):
+    if not isinstance(tensor, torch.Tensor):
+        raise UsageError(1, f"{name} must be a torch.Tensor, not {type(tensor).__name__}")
+    if tensor.device.type != "cuda":
+        raise UsageError(1, f"{name} is on {tensor.device}; gmjit kernels take CUDA tensors")
+    if device is not None and tensor.device != device:
+        raise UsageError(1, f"{name} is on {tensor.device}, the other tensors on {device}")
+    if _DTYPES.get(tensor.dtype) != dtype:
+        raise UsageError(1, f"{name} is {tensor.dtype}; this problem needs {dtype}")
+    if not tensor.is_contiguous():
+        raise UsageError(1, f"{name} is not contiguous (stride {tensor.stride()}); call .contiguous() first")
+    if tensor.numel() != count:
+        raise UsageError(1, f"{name} has {tensor.numel()} elements (shape {tuple(tensor.shape)}); "
+                            f"this problem needs {count}")
+
+
+def problem_of(kernel, inputs, dtype=None, keys=None):
+    """The (dtype, shape, description) a launch of `kernel` on `inputs` runs as: keys from the
+    tensors (and from `keys`), validated by the library, with each tensor's count."""
+    from . import describe
+    entry = _description(kernel)
+    specs = [t for t in entry["tensors"] if t["role"] == "input"]
+    if len(inputs) != len(specs):
+        names = ", ".join(t["name"] for t in specs)
+        raise UsageError(1, f"{kernel} takes {len(specs)} input tensors ({names}), got {len(inputs)}")
+    if dtype is None:
+        first = inputs[0] if inputs and isinstance(inputs[0], torch.Tensor) else None
+        dtype = _DTYPES.get(first.dtype) if first is not None else None
+        if first is not None and specs[0]["dtype"] is not None:
+            dtype = None  # the input's dtype is fixed (histogram's u8): the kernel's default dtype
+    shape = dict(keys or {})
+    for spec, tensor in zip(specs, inputs):
+        if isinstance(tensor, torch.Tensor):
+            _read_keys(spec["name"], tensor, spec["elements"], shape)
+    problem = describe(kernel, shape, dtype)
+    return problem["problem"]["dtype"], problem["problem"]["shape"], problem
+
+
+def _output_shape(kernel, spec, shape, inputs, input_specs):
+    if (kernel, spec["name"]) in _OUTPUT_SHAPES:
+        return _OUTPUT_SHAPES[(kernel, spec["name"])](shape)
+    for input_spec, tensor in zip(input_specs, inputs):
+        if input_spec["count"] == spec["count"] and input_spec["elements"] == spec["elements"]:
+            return tuple(tensor.shape)
+    factors = _factors(spec["elements"])
+    if factors and factors[1] == 1 and len(factors[0]) > 1:
+        return tuple(shape[k] for k in factors[0])
+    return (spec["count"],)
+
+
+def launch(kernel, *inputs, out=None, dtype=None, **keys):
+    """gmjit.launch on torch, imported."""
+    from . import runtime
+    dtype, shape, problem = problem_of(kernel, inputs, dtype, keys)
+    tensors = problem["tensors"]
+    input_specs = [t for t in tensors if t["role"] == "input"]
+    output_specs = [t for t in tensors if t["role"] == "output"]
+    device = inputs[0].device if inputs and isinstance(inputs[0], torch.Tensor) else None
+    for spec, tensor in zip(input_specs, inputs):
+        _check_tensor(spec["name"], tensor, spec["count"], spec["resolved_dtype"], device)
+    if out is None:
+        outputs = []
+        for spec in output_specs:
+            torch_dtype = _TORCH_DTYPES.get(spec["resolved_dtype"])
+            if torch_dtype is None:
+                raise UsageError(1, f"{spec['name']} is {spec['resolved_dtype']}, which this torch has no dtype for")
+            outputs.append(torch.empty(_output_shape(kernel, spec, shape, inputs, input_specs), dtype=torch_dtype,
+                                       device=device))
+    else:
+        outputs = list(out) if isinstance(out, (tuple, list)) else [out]
+        if len(outputs) != len(output_specs):
+            raise UsageError(1, f"{kernel} has {len(output_specs)} outputs, out has {len(outputs)}")
+        for spec, tensor in zip(output_specs, outputs):
+            _check_tensor(f"out {spec['name']}", tensor, spec["count"], spec["resolved_dtype"], device)
+    stream = torch.cuda.current_stream(device).cuda_stream
+    runtime(device.index).launch(kernel, shape, [t.data_ptr() for t in (*inputs, *outputs)], stream, dtype)
+    return outputs[0] if len(outputs) == 1 else tuple(outputs)
