@@ -8,13 +8,15 @@ the outputs and launch on the current torch stream of the tensors' device.
 """
 
 import json as _json
+import sys as _sys
 
 from . import _native
 from ._native import GmjitError, UsageError, MISS_POLICIES
 
 __all__ = [
     "GmjitError", "UsageError", "Runtime", "api_version", "version", "list_kernels", "describe",
-    "compile", "register_kernel", "register_kernel_file", "tune", "launch", "runtime",
+    "compile", "register_kernel", "register_kernel_file", "tune", "launch", "runtime", "configure",
+    "register_torch_ops",
 ]
 
 
@@ -57,13 +59,23 @@ def register_kernel(manifest, source):
     its name."""
     lib = _native.library()
     manifest_text = manifest if isinstance(manifest, str) else _json.dumps(manifest)
-    return _native.call_for_text(lib.gmjit_register_kernel, manifest_text.encode(), source.encode())
+    name = _native.call_for_text(lib.gmjit_register_kernel, manifest_text.encode(), source.encode())
+    _forget_descriptions()
+    return name
 
 
 def register_kernel_file(path):
     """Registers the kernel a manifest file describes (its header_file read relative to it)."""
     lib = _native.library()
-    return _native.call_for_text(lib.gmjit_register_kernel_file, str(path).encode())
+    name = _native.call_for_text(lib.gmjit_register_kernel_file, str(path).encode())
+    _forget_descriptions()
+    return name
+
+
+def _forget_descriptions():
+    # The tensor layer remembers descriptions; a kernel registered again replaces its own.
+    if "gmjit._torch" in _sys.modules:
+        _sys.modules["gmjit._torch"].forget_descriptions()
 
 
 class Runtime:
@@ -154,9 +166,10 @@ def tune(kernel, shape, dtype=None, device=0, strategy=None, max_evaluations=0, 
 
 def _torch_module():
     try:
-        from . import _torch
+        import torch  # noqa: F401
     except ImportError as e:
         raise ImportError(f"gmjit's tensor functions need torch ({e}); the rest of gmjit does not") from e
+    from . import _torch
     return _torch
 
 
@@ -170,6 +183,14 @@ def launch(kernel, *inputs, out=None, dtype=None, **keys):
     ValueError) naming the tensor, before anything launches. Runs on the current torch stream of
     the inputs' device, with that device's gmjit.runtime()."""
     return _torch_module().launch(kernel, *inputs, out=out, dtype=dtype, **keys)
+
+
+def register_torch_ops(kernels=None):
+    """Registers torch.ops.gmjit.<kernel> (custom ops with fake implementations, usable inside
+    torch.compile(fullgraph=True)) for the catalog's kernels, or for the names in `kernels`. Done
+    for the catalog when gmjit is imported after torch, or on the first tensor launch; call it
+    for kernels registered later. Returns the names registered now."""
+    return _torch_module().register_ops(kernels)
 
 
 def _kernel_function(kernel, summary):
@@ -192,3 +213,10 @@ def __getattr__(name):
     if name not in kernels:
         raise AttributeError(f"module 'gmjit' has no attribute {name!r} (and no kernel of that name)")
     return _kernel_function(name, kernels[name]["summary"])
+
+
+if "torch" in _sys.modules:
+    try:
+        register_torch_ops()
+    except ImportError:  # no libgmjit yet: the first call says where it looked
+        pass

@@ -3,6 +3,7 @@ catalog's description, the tensors checked, outputs allocated, the launch on the
 stream of the tensors' device."""
 
 import functools
+import keyword
 import math
 
 import torch
@@ -24,6 +25,12 @@ if hasattr(torch, "uint32"):
 _OUTPUT_SHAPES = {
     ("transpose", "out"): lambda shape: (shape["cols"], shape["rows"]),
 }
+
+
+def forget_descriptions():
+    """Drops what was remembered of the catalog (a kernel registered again may differ)."""
+    _description.cache_clear()
+    _problem.cache_clear()
 
 
 @functools.lru_cache(maxsize=None)
@@ -51,8 +58,8 @@ def _factors(expression):
     return None
 
 
-def _read_keys(name, tensor, expression, shape):
-    """Sets the keys `expression` names from `tensor`'s dimensions: a key left unknown is the
+def _read_keys(name, dims, expression, shape):
+    """Sets the keys `expression` names from a tensor's dimensions `dims`: a key left unknown is the
     element count over the known ones; several unknown keys take the dimensions in order (a
     dimension equal to a constant factor, such as RGB's 3, is set aside; leading dimensions fold
     into the first key, so a (batch, seq, hidden) tensor is rows = batch * seq, cols = hidden)."""
@@ -65,16 +72,17 @@ def _read_keys(name, tensor, expression, shape):
         return
     known = math.prod(shape[k] for k in keys if k in shape) * constant
     if len(unknown) == 1:
-        count = tensor.numel()
+        count = math.prod(dims)
         if known == 0 or count % known:
             raise UsageError(1, f"{name} has {count} elements, not a multiple of {known}")
         shape[unknown[0]] = count // known
         return
-    dims = list(tensor.shape)
+    shape_text = tuple(dims)
+    dims = list(dims)
     if constant != 1 and constant in dims:
         dims.pop(len(dims) - 1 - dims[::-1].index(constant))
     if len(dims) < len(keys):
-        raise UsageError(1, f"{name} has shape {tuple(tensor.shape)}: cannot read {', '.join(keys)} from it; "
+        raise UsageError(1, f"{name} has shape {shape_text}: cannot read {', '.join(keys)} from it; "
                             f"pass them as keyword arguments")
     dims = [math.prod(dims[: len(dims) - len(keys) + 1])] + dims[len(dims) - len(keys) + 1:]
     for key, size in zip(keys, dims):
@@ -92,6 +100,10 @@ def _check_tensor(name, tensor, count, dtype, device):
         raise UsageError(1, f"{name} is {tensor.dtype}; this problem needs {dtype}")
     if not tensor.is_contiguous():
         raise UsageError(1, f"{name} is not contiguous (stride {tensor.stride()}); call .contiguous() first")
+    _check_count(name, tensor, count)
+
+
+def _check_count(name, tensor, count):
     if tensor.numel() != count:
         raise UsageError(1, f"{name} has {tensor.numel()} elements (shape {tuple(tensor.shape)}); "
                             f"this problem needs {count}")
@@ -99,22 +111,29 @@ def _check_tensor(name, tensor, count, dtype, device):
 
 def problem_of(kernel, inputs, dtype=None, keys=None):
     """The (dtype, shape, description) a launch of `kernel` on `inputs` runs as: keys from the
-    tensors (and from `keys`), validated by the library, with each tensor's count."""
-    from . import describe
+    tensors (and from `keys`), validated by the library, with each tensor's count. Remembered per
+    kernel, dtype, input shapes and dtypes, and keys, so a repeated launch asks the library once."""
     entry = _description(kernel)
     specs = [t for t in entry["tensors"] if t["role"] == "input"]
     if len(inputs) != len(specs):
         names = ", ".join(t["name"] for t in specs)
         raise UsageError(1, f"{kernel} takes {len(specs)} input tensors ({names}), got {len(inputs)}")
-    if dtype is None:
-        first = inputs[0] if inputs and isinstance(inputs[0], torch.Tensor) else None
-        dtype = _DTYPES.get(first.dtype) if first is not None else None
-        if first is not None and specs[0]["dtype"] is not None:
-            dtype = None  # the input's dtype is fixed (histogram's u8): the kernel's default dtype
-    shape = dict(keys or {})
-    for spec, tensor in zip(specs, inputs):
-        if isinstance(tensor, torch.Tensor):
-            _read_keys(spec["name"], tensor, spec["elements"], shape)
+    signature = tuple((tuple(int(d) for d in t.shape), t.dtype) if isinstance(t, torch.Tensor) else None
+                      for t in inputs)
+    return _problem(kernel, signature, dtype, tuple(sorted((keys or {}).items())))
+
+
+@functools.lru_cache(maxsize=4096)
+def _problem(kernel, signature, dtype, keys):
+    from . import describe
+    specs = [t for t in _description(kernel)["tensors"] if t["role"] == "input"]
+    if dtype is None and signature[0] is not None:
+        # A first input of fixed dtype (histogram's u8) leaves the kernel's default dtype.
+        dtype = _DTYPES.get(signature[0][1]) if specs[0]["dtype"] is None else None
+    shape = dict(keys)
+    for spec, tensor in zip(specs, signature):
+        if tensor is not None:
+            _read_keys(spec["name"], tensor[0], spec["elements"], shape)
     problem = describe(kernel, shape, dtype)
     return problem["problem"]["dtype"], problem["problem"]["shape"], problem
 
@@ -158,3 +177,85 @@ def launch(kernel, *inputs, out=None, dtype=None, **keys):
     stream = torch.cuda.current_stream(device).cuda_stream
     runtime(device.index).launch(kernel, shape, [t.data_ptr() for t in (*inputs, *outputs)], stream, dtype)
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+# ---------------------------------------------------------------------------------------------
+# torch.ops.gmjit.<kernel>: each catalog kernel as a torch custom op, with a fake (meta)
+# implementation that computes the outputs' shapes and dtypes, so torch.compile(fullgraph=True)
+# can trace through it.
+
+_library = None
+_registered = set()
+
+
+def _argument_name(name):
+    return name + "_" if keyword.iskeyword(name) or name in ("self", "out") else name
+
+
+def _schema_keys(entry):
+    """The keys no input tensor's element count mentions (gemm's trans_b, histogram's contention):
+    the op takes them as keyword arguments, a data key with its default."""
+    mentioned = set()
+    for spec in entry["tensors"]:
+        factors = _factors(spec["elements"]) if spec["role"] == "input" else None
+        if factors:
+            mentioned.update(factors[0])
+    required = [k for k in entry["problem_keys"] if k not in mentioned]
+    optional = [(d["name"], d["default"]) for d in entry["data_keys"]]
+    return required, optional
+
+
+def _outputs_for(kernel, inputs, keys, make):
+    dtype, shape, problem = problem_of(kernel, inputs, None, keys)
+    specs = problem["tensors"]
+    input_specs = [t for t in specs if t["role"] == "input"]
+    for spec, tensor in zip(input_specs, inputs):
+        _check_count(spec["name"], tensor, spec["count"])
+    outputs = [make(_output_shape(kernel, spec, shape, inputs, input_specs), _TORCH_DTYPES[spec["resolved_dtype"]])
+               for spec in specs if spec["role"] == "output"]
+    return outputs
+
+
+def register_ops(kernels=None):
+    """Registers torch.ops.gmjit.<kernel> for the catalog's kernels (all when `kernels` is None);
+    a kernel registered before is left as it is. Returns the names registered now."""
+    global _library
+    from . import list_kernels
+    if _library is None:
+        _library = torch.library.Library("gmjit", "DEF")
+    done = []
+    for entry in list_kernels():
+        name = entry["name"]
+        if name in _registered or (kernels is not None and name not in kernels):
+            continue
+        inputs = [t for t in entry["tensors"] if t["role"] == "input"]
+        outputs = [t for t in entry["tensors"] if t["role"] == "output"]
+        required, optional = _schema_keys(entry)
+        arguments = [f"Tensor {_argument_name(t['name'])}" for t in inputs]
+        keyword_arguments = [f"int {k}" for k in required] + [f"int {k}={v}" for k, v in optional]
+        if keyword_arguments:
+            arguments += ["*"] + keyword_arguments
+        returns = "Tensor" if len(outputs) == 1 else "(" + ", ".join("Tensor" for _ in outputs) + ")"
+        _library.define(f"{name}({', '.join(arguments)}) -> {returns}")
+
+        def cuda_impl(*tensors, _kernel=name, **keys):
+            return launch(_kernel, *tensors, **{k: int(v) for k, v in keys.items()})
+
+        def fake_impl(*tensors, _kernel=name, _single=len(outputs) == 1, **keys):
+            device = tensors[0].device
+            made = _outputs_for(_kernel, tensors, {k: int(v) for k, v in keys.items()},
+                                lambda shape, dtype: torch.empty(shape, dtype=dtype, device=device))
+            return made[0] if _single else tuple(made)
+
+        cuda_impl.__name__ = fake_impl.__name__ = name
+        _library.impl(name, cuda_impl, "CUDA")
+        torch.library.register_fake(f"gmjit::{name}", fake_impl, lib=_library)
+        _registered.add(name)
+        done.append(name)
+    return done
+
+
+try:
+    register_ops()
+except ImportError:  # no libgmjit: the launch that needs it says where it looked
+    pass

@@ -149,3 +149,18 @@ def test_runs_on_the_current_torch_stream(torch):
         c = gmjit.vector_add(a, b)
     stream.synchronize()
     close(torch, c, a.double() + b.double(), 1e-6, 1e-6)
+
+
+def test_custom_ops_inside_torch_compile(torch):
+    def block(x, w):
+        return torch.ops.gmjit.rmsnorm(torch.ops.gmjit.softmax(x) * 2, w) + 1
+
+    x, w = rand(torch, 64, 1000), rand(torch, 1000)
+    got = torch.compile(block, fullgraph=True)(x, w)
+    s = torch.softmax(x.double(), -1) * 2
+    want = s * torch.rsqrt(s.pow(2).mean(-1, keepdim=True) + 1e-5) * w.double() + 1
+    close(torch, got, want, 1e-5, 1e-5)
+    torch.library.opcheck(torch.ops.gmjit.softmax.default, (x,), test_utils=("test_schema", "test_faketensor"))
+    a, b = rand(torch, 33, 64, dtype="bfloat16"), rand(torch, 48, 64, dtype="bfloat16")
+    torch.library.opcheck(torch.ops.gmjit.gemm.default, (a, b), {"trans_b": 1},
+                          test_utils=("test_schema", "test_faketensor"))
