@@ -78,6 +78,11 @@ def _forget_descriptions():
         _sys.modules["gmjit._torch"].forget_descriptions()
 
 
+def prepare_launch(kernel, shape, dtype=None):
+    """The C arguments that name one problem (kernel, dtype, shape), for Runtime.launch_prepared."""
+    return (_native.text(kernel), _native.text(dtype), *_native.assignments(shape))
+
+
 class Runtime:
     """A gmjit::Runtime on one device: launches tuned kernels on raw device pointers. Opening one
     touches neither the device nor the cache; that happens at the first launch or resolve."""
@@ -100,11 +105,14 @@ class Runtime:
     def launch(self, kernel, shape, pointers, stream=0, dtype=None):
         """Launches `kernel` for `shape` on device addresses (ints: inputs, then outputs) on
         `stream` (a CUstream as int; 0: the default stream). Does not synchronize."""
-        lib = _native.library()
-        addresses = (_native.ctypes.c_uint64 * max(1, len(pointers)))(*[int(p) for p in pointers])
-        _native.check(lib.gmjit_launch(self._live(), _native.text(kernel), _native.text(dtype),
-                                       *_native.assignments(shape), addresses, len(pointers),
-                                       _native.ctypes.c_void_p(int(stream) or None)))
+        self.launch_prepared(prepare_launch(kernel, shape, dtype), pointers, stream)
+
+    def launch_prepared(self, prepared, pointers, stream=0):
+        """launch() with the kernel, dtype and shape converted once by prepare_launch(), for a
+        caller that launches one problem many times (the tensor layer does)."""
+        addresses = (_native.ctypes.c_uint64 * max(1, len(pointers)))(*pointers)
+        _native.check(_native.library().gmjit_launch(self._live(), *prepared, addresses, len(pointers),
+                                                     stream or None))
 
     def resolve(self, kernel, shape, dtype=None):
         """The configuration a launch would use, and where it came from ("cache", "nearest", ...)."""
@@ -212,7 +220,9 @@ def __getattr__(name):
         kernels = {}
     if name not in kernels:
         raise AttributeError(f"module 'gmjit' has no attribute {name!r} (and no kernel of that name)")
-    return _kernel_function(name, kernels[name]["summary"])
+    # Kept, so the next gmjit.<name> is a plain attribute and does not read the catalog again.
+    function = globals()[name] = _kernel_function(name, kernels[name]["summary"])
+    return function
 
 
 if "torch" in _sys.modules:

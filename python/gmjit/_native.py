@@ -56,6 +56,8 @@ def native_dir():
 def library():
     """The loaded libgmjit, loaded on first use (so `import gmjit` works without it)."""
     global _lib
+    if _lib is not None:  # every call passes here: no lock once loaded
+        return _lib
     with _lock:
         if _lib is not None:
             return _lib

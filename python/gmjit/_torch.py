@@ -125,7 +125,7 @@ def problem_of(kernel, inputs, dtype=None, keys=None):
 
 @functools.lru_cache(maxsize=4096)
 def _problem(kernel, signature, dtype, keys):
-    from . import describe
+    from . import describe, prepare_launch
     specs = [t for t in _description(kernel)["tensors"] if t["role"] == "input"]
     if dtype is None and signature[0] is not None:
         # A first input of fixed dtype (histogram's u8) leaves the kernel's default dtype.
@@ -135,7 +135,9 @@ def _problem(kernel, signature, dtype, keys):
         if tensor is not None:
             _read_keys(spec["name"], tensor[0], spec["elements"], shape)
     problem = describe(kernel, shape, dtype)
-    return problem["problem"]["dtype"], problem["problem"]["shape"], problem
+    dtype, shape = problem["problem"]["dtype"], problem["problem"]["shape"]
+    problem["prepared"] = prepare_launch(kernel, shape, dtype)
+    return dtype, shape, problem
 
 
 def _output_shape(kernel, spec, shape, inputs, input_specs):
@@ -175,7 +177,7 @@ def launch(kernel, *inputs, out=None, dtype=None, **keys):
         for spec, tensor in zip(output_specs, outputs):
             _check_tensor(f"out {spec['name']}", tensor, spec["count"], spec["resolved_dtype"], device)
     stream = torch.cuda.current_stream(device).cuda_stream
-    runtime(device.index).launch(kernel, shape, [t.data_ptr() for t in (*inputs, *outputs)], stream, dtype)
+    runtime(device.index).launch_prepared(problem["prepared"], [t.data_ptr() for t in (*inputs, *outputs)], stream)
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
 
