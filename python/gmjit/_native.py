@@ -6,6 +6,7 @@ import ctypes.util
 import json
 import os
 import pathlib
+import sys
 import threading
 
 API_VERSION = 1  # GMJIT_API_VERSION this module was written against
@@ -42,8 +43,44 @@ def _candidates():
     return found
 
 
+def _wheel_cuda_dirs():
+    """nvidia/cu13 directories of installed nvidia wheels (nvidia-cuda-nvrtc, nvidia-cuda-runtime),
+    as pip installs them beside torch."""
+    found = []
+    for entry in sys.path:
+        candidate = pathlib.Path(entry or ".") / "nvidia" / "cu13"
+        if candidate.is_dir() and candidate not in found:
+            found.append(candidate)
+    return found
+
+
+def _use_cuda_wheels():
+    """Where no CUDA toolkit is installed, NVRTC and the headers it compiles against come from the
+    nvidia wheels: their libnvrtc is loaded first (libgmjit's libnvrtc.so.13 then resolves to it),
+    and CUDA_HOME names their include/ (cuda_fp16.h, cuda_bf16.h). CUDA_HOME set by the user, or a
+    toolkit at /usr/local/cuda, is left to be used as it is. Returns where NVRTC came from."""
+    for toolkit in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if toolkit and (pathlib.Path(toolkit) / "include" / "cuda_fp16.h").exists():
+            return toolkit
+    for cuda in _wheel_cuda_dirs():
+        nvrtc = cuda / "lib" / "libnvrtc.so.13"
+        if nvrtc.exists() and (cuda / "include" / "cuda_fp16.h").exists():
+            ctypes.CDLL(str(nvrtc), mode=ctypes.RTLD_GLOBAL)
+            os.environ["CUDA_HOME"] = str(cuda)
+            return str(cuda)
+    return None
+
+
 _lock = threading.Lock()
+_cuda_source = None
 _lib = None
+
+
+def cuda_source():
+    """The directory NVRTC and the CUDA headers come from: a toolkit, or the nvidia wheels'
+    nvidia/cu13; None when neither was found (compiles then fail, saying so)."""
+    library()
+    return _cuda_source
 
 
 def native_dir():
@@ -61,6 +98,8 @@ def library():
     with _lock:
         if _lib is not None:
             return _lib
+        global _cuda_source
+        _cuda_source = _use_cuda_wheels()
         paths = _candidates()
         tried = []
         lib = None

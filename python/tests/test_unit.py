@@ -108,3 +108,29 @@ def test_compile_writes_what_gmtune_compile_writes(tmp_path):
     assert {".cu", ".ptx", ".cubin", ".log", ".json"} <= suffixes
     with pytest.raises(gmjit.UsageError, match="99999"):
         gmjit.compile("vector_add", {"n": 8}, {"block": 99999}, arch="sm_90a")
+
+
+@pytest.mark.skipif(os.environ.get("GMJIT_TEST_NVRTC") != "1", reason="compiles with NVRTC: the nvrtc tier")
+def test_without_a_toolkit_nvrtc_and_headers_come_from_the_nvidia_wheels(tmp_path):
+    """The layout pip gives nvidia-cuda-nvrtc and nvidia-cuda-runtime (site-packages/nvidia/cu13/
+    {lib,include}), made from the toolkit's own files, while a private mount hides the toolkit's
+    headers: the module must find and use the wheel's."""
+    toolkit = pathlib.Path(os.environ.get("CUDA_HOME") or "/usr/local/cuda")
+    nvrtc = next((p for p in (toolkit / "lib64" / "libnvrtc.so.13", toolkit / "lib" / "libnvrtc.so.13") if p.exists()),
+                 None)
+    if nvrtc is None or subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode != 0:
+        pytest.skip("needs the toolkit's libnvrtc.so.13 and a private mount namespace (unshare -m)")
+    wheel = tmp_path / "site" / "nvidia" / "cu13"
+    (wheel / "lib").mkdir(parents=True)
+    (wheel / "include").mkdir()
+    (wheel / "lib" / "libnvrtc.so.13").symlink_to(nvrtc)
+    (tmp_path / "empty").mkdir()
+    probe = ("import gmjit, gmjit._native as n; r = gmjit.compile('softmax', {'rows': 4, 'cols': 100}, {}, 'bf16', "
+             "'sm_90a'); print(n.cuda_source()); print(r['options'][-1]); print(r['cubin_bytes'] > 0)")
+    script = (f"mount --bind {toolkit / 'include'} {wheel / 'include'} && "
+              f"mount --bind {tmp_path / 'empty'} {toolkit / 'include'} && exec {sys.executable} -c \"{probe}\"")
+    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path / "site"), env.get("PYTHONPATH", "")])
+    done = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:3] == [str(wheel), f"-I{wheel / 'include'}", "True"]
