@@ -8,7 +8,6 @@ import math
 
 import torch
 
-from . import _native
 from ._native import UsageError
 
 _DTYPES = {
