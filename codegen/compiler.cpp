@@ -1,5 +1,4 @@
 #include "codegen/compiler.hpp"
-#include "codegen/resources_json.hpp"
 
 #include <nlohmann/json.hpp>
 #include <nvrtc.h>
@@ -153,7 +152,7 @@ GeneratedSource specialize_reference(const templates::KernelDescriptor& kernel, 
 std::string resources_json(const CompiledModule& m) {
   const auto& nvrtc = nvrtc_identity();
   const auto& r = m.resources;
-  nlohmann::json j = {
+  const nlohmann::json j = {
       {"kernel", m.source.kernel},
       {"dtype", m.source.dtype},
       {"arch", m.arch},
@@ -168,10 +167,16 @@ std::string resources_json(const CompiledModule& m) {
       {"compile_ms", m.compile_ms},
       {"ptx_bytes", m.ptx.size()},
       {"cubin_bytes", m.cubin.size()},
+      {"resources",
+       {{"registers", r.registers},
+        {"barriers", r.barriers},
+        {"stack_bytes", r.stack_bytes},
+        {"spill_store_bytes", r.spill_store_bytes},
+        {"spill_load_bytes", r.spill_load_bytes},
+        {"shared_bytes", r.shared_bytes},
+        {"constant_bytes", r.constant_bytes},
+        {"source", r.spills_known ? "ptxas report" : "cubin attributes (no ptxas report; spills unknown)"}}},
   };
-  nlohmann::json resources = resource_fields(r);
-  resources["source"] = r.spills_known ? "ptxas report" : "cubin attributes (no ptxas report; spills unknown)";
-  j["resources"] = std::move(resources);
   return j.dump(2);
 }
 

@@ -6,7 +6,6 @@
 
 #include "gmjit/error.hpp"
 #include "cache/store.hpp"
-#include "codegen/resources_json.hpp"
 #include "templates/registry.hpp"
 #include "tuner/names.hpp"
 #include "tuner/recording.hpp"
@@ -58,8 +57,7 @@ nlohmann::json optional_index(const std::optional<std::size_t>& index) {
 std::string tune_report_json(const TuneReport& report) {
   nlohmann::json trials = nlohmann::json::array();
   for (const auto& t : report.trials) {
-    nlohmann::json resources = codegen::resource_fields(t.resources);
-    resources["spills_known"] = t.resources.spills_known;
+    const auto& r = t.resources;
     trials.push_back({{"config", t.config},
                       {"status", to_string(t.status)},
                       {"median_ms", t.median_ms},
@@ -71,7 +69,15 @@ std::string tune_report_json(const TuneReport& report) {
                       {"compile_ms", t.compile_ms},
                       {"binary_cached", t.binary_cached},
                       {"resumed", t.resumed},
-                      {"resources", resources},
+                      {"resources",
+                       {{"registers", r.registers},
+                        {"barriers", r.barriers},
+                        {"stack_bytes", r.stack_bytes},
+                        {"spill_store_bytes", r.spill_store_bytes},
+                        {"spill_load_bytes", r.spill_load_bytes},
+                        {"shared_bytes", r.shared_bytes},
+                        {"constant_bytes", r.constant_bytes},
+                        {"spills_known", r.spills_known}}},
                       {"detail", t.detail}});
   }
   nlohmann::json curve = nlohmann::json::array();
