@@ -28,7 +28,8 @@ std::vector<KernelInfo> list_kernels() {
       const auto& spec = d.tensor_specs[i];
       // Catalog entries live as long as the process, so the descriptor can be held by address.
       const templates::KernelDescriptor* descriptor = &d;
-      info.tensors.push_back({spec.name, spec.output, spec.dtype, spec.elements, [descriptor, i](const Shape& shape) {
+      info.tensors.push_back({spec.name, spec.output, spec.dtype, spec.dtype_flag, spec.flag_dtype, spec.elements,
+                              [descriptor, i](const Shape& shape) {
                                 const auto problem = templates::normalize_problem(*descriptor, shape, {});
                                 return descriptor->tensors(problem.shape).at(i).elements;
                               }});
@@ -56,6 +57,7 @@ nlohmann::json kernel_json(const KernelInfo& k) {
                        {"role", t.output ? "output" : "input"},
                        {"dtype", t.dtype.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.dtype)},
                        {"elements", nlohmann::json::parse(t.elements_expression)}});
+    if (!t.dtype_flag.empty()) tensors.back()["dtype_flag"] = {{"key", t.dtype_flag}, {"dtype", t.flag_dtype}};
   }
   return {{"name", k.name}, {"summary", k.summary}, {"header", k.header},
           {"template_hash", k.template_hash}, {"problem_keys", k.problem_keys}, {"data_keys", data_keys},
@@ -87,7 +89,10 @@ std::string describe_kernel_json(const std::string& kernel, const Shape& shape, 
     out["problem"] = {{"dtype", problem.dtype}, {"shape", problem.shape}};
     for (std::size_t i = 0; i < k.tensors.size(); ++i) {
       out["tensors"][i]["count"] = k.tensors[i].elements(problem.shape);
-      out["tensors"][i]["resolved_dtype"] = k.tensors[i].dtype.empty() ? problem.dtype : k.tensors[i].dtype;
+      const auto& t = k.tensors[i];
+      const bool flagged = !t.dtype_flag.empty() && problem.shape.at(t.dtype_flag) == 1;
+      const std::string& dtype_at_shape = flagged ? t.flag_dtype : t.dtype;
+      out["tensors"][i]["resolved_dtype"] = dtype_at_shape.empty() ? problem.dtype : dtype_at_shape;
     }
     return out.dump(2);
   }

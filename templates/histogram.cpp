@@ -12,10 +12,16 @@ namespace {
 constexpr std::int64_t kWorkspaceWords = 256 + 4;
 const PersistentGrid kGrid({132, 264, 528, 1056}, 16, "16 bytes");
 
+bool i64_counts(const Shape& s) {
+  const auto flag = s.find("i64_counts");
+  return flag != s.end() && flag->second == 1;
+}
+
 KernelDescriptor histogram_descriptor() {
   KernelDescriptor d;
   d.name = "histogram";
-  d.summary = "counts[b] = number of bytes of x equal to b (u8 in, 256 u32 counts out, exact): striped "
+  d.summary = "counts[b] = number of bytes of x equal to b (u8 in, 256 u32 counts out, or i64 with i64_counts=1; "
+              "exact): striped "
               "shared-memory histograms per block, folded into global atomics in a workspace the library owns; "
               "fast also when most bytes share one value";
   d.header = "gmjit/histogram.cuh";
@@ -24,7 +30,11 @@ KernelDescriptor histogram_descriptor() {
   // uniform bytes) when a launch leaves it out.
   d.data_keys = {{"contention", 1,
                   "percentage of bytes of the tuning input forced to one value (above 100 reads as 100); "
-                  "optional at launch"}};
+                  "optional at launch"},
+                 {"i64_counts", 0,
+                  "1: counts are i64 (torch's dtype for counts), written by the same kernel; 0: u32. Optional at "
+                  "launch"}};
+  d.flag_keys = {"i64_counts"};
   d.dtypes = {"u8"};
   d.params = {
       {"block", {256, 512, 1024}, "threads per block"},
@@ -47,11 +57,12 @@ KernelDescriptor histogram_descriptor() {
     if (auto why = shape_violation(s); !why.empty()) return why;
     return kGrid.violation(c, s);
   };
-  d.name_expression = [](const Config& c, const Shape&, const DtypeInfo&) {
-    return fmt::format("gmjit::histogram<{}, {}, {}>", c.at("block"), c.at("stripes"), c.at("unroll"));
+  d.name_expression = [](const Config& c, const Shape& s, const DtypeInfo&) {
+    return fmt::format("gmjit::histogram<{}, {}, {}, {}>", i64_counts(s) ? "long long" : "unsigned int",
+                       c.at("block"), c.at("stripes"), c.at("unroll"));
   };
   d.geometry = [](const Config& c, const Shape& s, const DtypeInfo&) { return kGrid.launch(c, s); };
-  describe_tensors(d, {{"x", false, "u8", R"("n")"}, {"counts", true, "u32", "256"}});
+  describe_tensors(d, {{"x", false, "u8", R"("n")"}, {"counts", true, "u32", "256", "i64_counts", "i64"}});
   d.workspace = [](const Shape&) { return WorkspaceNeed{4 * kWorkspaceWords, 0}; };
   d.add_scalars = long_sizes({"n"});
   // GPU MODE's histogram data: with probability contention% a byte is the tensor's hot value,
@@ -70,7 +81,7 @@ KernelDescriptor histogram_descriptor() {
     const double n = static_cast<double>(s.at("n"));
     const double stripes = static_cast<double>(c.at("stripes"));
     Work w;
-    w.bytes = n + 256.0 * 4;
+    w.bytes = n + 256.0 * (i64_counts(s) ? 8 : 4);
     // One shared atomic per byte. Assumed: 16 conflict-free lanes per SM per clock, a sixteenth of
     // the FMA lanes' 2 flops each; lanes on one address serialize, and of a warp's 32 lanes about
     // 32 * contention% share the hot value, spread over `stripes` addresses.

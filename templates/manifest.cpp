@@ -690,6 +690,17 @@ void describe_tensors(KernelDescriptor& kernel, std::vector<TensorSpec> specs) {
     if (expression.is_discarded()) fail(path, fmt::format("'{}' is not JSON", specs[i].elements));
     compiled->elements.push_back(parse_field(expression, path, scope));
     if (!specs[i].dtype.empty()) dtype_info(specs[i].dtype);
+    if (!specs[i].dtype_flag.empty()) {
+      const bool optional_flag =
+          std::find(kernel.flag_keys.begin(), kernel.flag_keys.end(), specs[i].dtype_flag) != kernel.flag_keys.end() &&
+          std::any_of(kernel.data_keys.begin(), kernel.data_keys.end(),
+                      [&](const DataKey& key) { return key.name == specs[i].dtype_flag; });
+      if (!optional_flag) {
+        fail(index_path("tensors", i) + ".dtype_flag",
+             fmt::format("'{}' is not one of {}'s optional flag keys", specs[i].dtype_flag, kernel.name));
+      }
+      dtype_info(specs[i].flag_dtype);
+    }
   }
   compiled->specs = specs;
   kernel.tensor_specs = std::move(specs);
@@ -699,7 +710,7 @@ void describe_tensors(KernelDescriptor& kernel, std::vector<TensorSpec> specs) {
     for (std::size_t i = 0; i < compiled->specs.size(); ++i) {
       const TensorSpec& spec = compiled->specs[i];
       out.push_back({spec.name, compiled->context.bounded(compiled->elements[i], s, nullptr, 0, 1, INT64_MAX),
-                     spec.output, spec.dtype});
+                     spec.output, spec_dtype(spec, s)});
     }
     return out;
   };

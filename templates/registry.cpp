@@ -176,11 +176,11 @@ std::string template_hash(const std::string& name) { return reachable(name)->tem
 const DtypeInfo& dtype_info(const std::string& name) {
   static const std::vector<DtypeInfo> known = {
       {"fp32", "float", 4},         {"fp16", "__half", 2},       {"bf16", "__nv_bfloat16", 2},
-      {"u8", "unsigned char", 1, true}, {"u32", "unsigned int", 4, true}};
+      {"u8", "unsigned char", 1, true}, {"u32", "unsigned int", 4, true}, {"i64", "long long", 8, true}};
   for (const auto& info : known) {
     if (info.name == name) return info;
   }
-  throw Error(ErrorKind::usage, 0, "unknown dtype '" + name + "' (fp32, fp16, bf16, u8, u32)");
+  throw Error(ErrorKind::usage, 0, "unknown dtype '" + name + "' (fp32, fp16, bf16, u8, u32, i64)");
 }
 
 ElementBound default_element_bound(const DtypeInfo& dtype) {
@@ -192,6 +192,12 @@ ElementBound default_element_bound(const DtypeInfo& dtype) {
 
 ElementBound element_bound(const KernelDescriptor& kernel, const DtypeInfo& dtype, const Shape& shape) {
   return kernel.element_bound ? kernel.element_bound(dtype, shape) : default_element_bound(dtype);
+}
+
+const std::string& spec_dtype(const TensorSpec& spec, const Shape& shape) {
+  if (spec.dtype_flag.empty()) return spec.dtype;
+  const auto flag = shape.find(spec.dtype_flag);
+  return flag != shape.end() && flag->second == 1 ? spec.flag_dtype : spec.dtype;
 }
 
 const DtypeInfo& tensor_dtype(const TensorArg& tensor, const DtypeInfo& problem_dtype) {

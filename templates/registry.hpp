@@ -51,10 +51,10 @@ struct ParamDomain {
 };
 
 struct DtypeInfo {
-  std::string name;      // fp32, fp16, bf16, u8, u32
-  std::string cpp_type;  // float, __half, __nv_bfloat16, unsigned char, unsigned int
+  std::string name;      // fp32, fp16, bf16, u8, u32, i64
+  std::string cpp_type;  // float, __half, __nv_bfloat16, unsigned char, unsigned int, long long
   int bytes;
-  bool integer = false;  // u8, u32: values are whole numbers and compare exactly
+  bool integer = false;  // u8, u32, i64: values are whole numbers and compare exactly
 };
 // Throws Error(usage) for an unknown dtype name.
 const DtypeInfo& dtype_info(const std::string& name);
@@ -79,7 +79,14 @@ struct TensorSpec {
   // The element count: JSON text of an expression over the problem keys in the manifest's
   // expression language, e.g. `"n"`, `["*", "rows", "cols"]`, `256`.
   std::string elements;
+  // Optional: a flag key (one of the kernel's data keys) that, set to 1, makes this tensor
+  // `flag_dtype` instead of `dtype`: histogram's counts are i64 with i64_counts=1, which torch
+  // users expect, written by the same kernel rather than widened by a second one.
+  std::string dtype_flag = {};
+  std::string flag_dtype = {};
 };
+// The dtype name `spec` has at a normalized `shape`, before the problem's dtype fills an empty one.
+const std::string& spec_dtype(const TensorSpec& spec, const Shape& shape);
 
 // Scratch a kernel keeps between launches (block partials, look-back flags, a completion
 // counter): zeroed once, and every launch leaves it as the next launch of the same kernel needs
@@ -92,9 +99,11 @@ struct WorkspaceNeed {
   std::int64_t layout = 0;
 };
 
-// A property of the test data the tuner generates, not of any tensor (histogram's contention):
-// it steers the tuning inputs and is part of the problem (and so of the cache key), but a launch
-// may leave it out and then takes `default_value`. Tensors, scalars and geometry never read it.
+// A problem key a launch may leave out, which then takes `default_value`; part of the problem
+// (and so of the cache key) like any other. Most are a property of the test data the tuner
+// generates, not of any tensor (histogram's contention): they steer the tuning inputs, and
+// tensors, scalars and geometry never read them. A flag among them (also in flag_keys) may choose
+// a tensor's dtype instead (TensorSpec::dtype_flag: histogram's i64_counts).
 struct DataKey {
   std::string name;
   std::int64_t default_value = 1;

@@ -103,9 +103,10 @@ int run_list(bool json) {
     for (const auto& d : k.data_keys) keys += fmt::format(",[{}={}]", d.name, d.default_value);
     std::string tensors;
     for (const auto& t : k.tensors) {
-      tensors += fmt::format("{}{} {}[{}]{}", tensors.empty() ? "" : ", ", t.output ? "out" : "in", t.name,
+      tensors += fmt::format("{}{} {}[{}]{}{}", tensors.empty() ? "" : ", ", t.output ? "out" : "in", t.name,
                              expression_text(nlohmann::json::parse(t.elements_expression)),
-                             t.dtype.empty() ? "" : " " + t.dtype);
+                             t.dtype.empty() ? "" : " " + t.dtype,
+                             t.dtype_flag.empty() ? "" : fmt::format(" ({}=1: {})", t.dtype_flag, t.flag_dtype));
     }
     std::printf("%s  (%s)\n  %s\n  problem keys: %s   dtypes: %s   template %s\n  tensors: %s\n", k.name.c_str(),
                 k.header.c_str(), k.summary.c_str(), keys.c_str(), dtypes.c_str(), k.template_hash.c_str(),

@@ -91,6 +91,12 @@ std::uint64_t splitmix64(std::uint64_t x) {
 
 void store_element(const templates::DtypeInfo& dtype, unsigned char* bytes, std::int64_t i, double value) {
   if (dtype.integer) {
+    if (dtype.bytes == 8) {
+      // i64, signed; doubles hold every whole number up to 2^53 exactly.
+      const auto whole = static_cast<std::int64_t>(std::clamp(std::floor(value), -9007199254740992.0, 9007199254740992.0));
+      std::memcpy(bytes + i * 8, &whole, 8);
+      return;
+    }
     const double whole = std::clamp(std::floor(value), 0.0, dtype.bytes == 1 ? 255.0 : 4294967295.0);
     if (dtype.bytes == 1) {
       bytes[i] = static_cast<unsigned char>(whole);
@@ -140,6 +146,11 @@ std::vector<unsigned char> random_bytes(const templates::KernelDescriptor& kerne
 double element(const templates::DtypeInfo& dtype, const unsigned char* bytes, std::int64_t i) {
   if (dtype.integer) {
     if (dtype.bytes == 1) return bytes[i];
+    if (dtype.bytes == 8) {
+      std::int64_t whole = 0;
+      std::memcpy(&whole, bytes + i * 8, 8);
+      return static_cast<double>(whole);
+    }
     std::uint32_t word = 0;
     std::memcpy(&word, bytes + i * 4, 4);
     return word;

@@ -151,9 +151,27 @@ def _output_shape(kernel, spec, shape, inputs, input_specs):
     return (spec["count"],)
 
 
+def _dtype_flags(kernel, out, keys):
+    """The flag keys that choose an output's dtype (histogram's i64_counts), where `keys` leaves
+    them out: set to match `out`'s dtype when it is given, else to torch's int64 for counts."""
+    flags = {}
+    specs = [t for t in _description(kernel)["tensors"] if t["role"] == "output"]
+    given = None if out is None else (list(out) if isinstance(out, (tuple, list)) else [out])
+    for i, spec in enumerate(specs):
+        flag = spec.get("dtype_flag")
+        if not flag or flag["key"] in keys:
+            continue
+        if given is not None and i < len(given) and isinstance(given[i], torch.Tensor):
+            flags[flag["key"]] = int(_DTYPES.get(given[i].dtype) == flag["dtype"])
+        else:
+            flags[flag["key"]] = int(flag["dtype"] == "i64")
+    return flags
+
+
 def launch(kernel, *inputs, out=None, dtype=None, **keys):
     """gmjit.launch on torch, imported."""
     from . import runtime
+    keys.update(_dtype_flags(kernel, out, keys))
     dtype, shape, problem = problem_of(kernel, inputs, dtype, keys)
     tensors = problem["tensors"]
     input_specs = [t for t in tensors if t["role"] == "input"]
@@ -202,7 +220,10 @@ def _schema_keys(entry):
         if factors:
             mentioned.update(factors[0])
     required = [k for k in entry["problem_keys"] if k not in mentioned]
-    optional = [(d["name"], d["default"]) for d in entry["data_keys"]]
+    # A flag choosing an output's dtype defaults to what gmjit.launch picks without `out`.
+    chosen = {t["dtype_flag"]["key"]: int(t["dtype_flag"]["dtype"] == "i64")
+              for t in entry["tensors"] if t["role"] == "output" and t.get("dtype_flag")}
+    optional = [(d["name"], chosen.get(d["name"], d["default"])) for d in entry["data_keys"]]
     return required, optional
 
 

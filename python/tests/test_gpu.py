@@ -113,10 +113,17 @@ def test_vector_sum(torch):
 
 def test_histogram(torch):
     x = torch.randint(0, 256, (100003,), dtype=torch.uint8, device="cuda")
+    want = torch.bincount(x.long(), minlength=256)
     counts = gmjit.histogram(x)
-    assert counts.numel() == 256
-    got = counts.view(torch.int32).long() if counts.dtype != torch.int32 else counts.long()
-    assert torch.equal(got, torch.bincount(x.long(), minlength=256))
+    assert counts.dtype == torch.int64 and counts.shape == (256,), "torch's dtype for counts, from one kernel"
+    assert torch.equal(counts, want)
+    # Into a given int64 tensor, and in u32 where `out` asks for it.
+    out = torch.full((256,), -7, dtype=torch.int64, device="cuda")
+    assert gmjit.histogram(x, out=out) is out and torch.equal(out, want)
+    if hasattr(torch, "uint32"):
+        narrow = torch.empty(256, dtype=torch.uint32, device="cuda")
+        gmjit.histogram(x, out=narrow)
+        assert torch.equal(narrow.view(torch.int32).long(), want)
 
 
 def test_prefix_sum(torch):

@@ -33,10 +33,16 @@ def test_fake_outputs_have_the_kernels_shapes_and_dtypes(call, shape, dtype):
     assert tuple(out.shape) == shape and out.dtype == dtype
 
 
-def test_histogram_counts_are_256_u32():
+def test_histogram_counts_are_256_int64_as_torch_counts_are():
     counts = torch.ops.gmjit.histogram(meta(1000, dtype=torch.uint8))
     assert tuple(counts.shape) == (256,)
-    assert counts.dtype == getattr(torch, "uint32", None)
+    assert counts.dtype == torch.int64
+
+
+@pytest.mark.skipif(not hasattr(torch, "uint32"), reason="this torch has no uint32")
+def test_histogram_counts_in_u32_on_request():
+    counts = torch.ops.gmjit.histogram(meta(1000, dtype=torch.uint8), i64_counts=0)
+    assert tuple(counts.shape) == (256,) and counts.dtype == torch.uint32
 
 
 def test_shapes_that_disagree_are_usage_errors():

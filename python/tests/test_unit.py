@@ -40,6 +40,9 @@ def test_describe_gives_counts_and_dtypes_at_a_shape():
     histogram = gmjit.describe("histogram", {"n": 5})
     assert histogram["tensors"][1]["resolved_dtype"] == "u32"
     assert histogram["tensors"][1]["count"] == 256
+    assert histogram["tensors"][1]["dtype_flag"] == {"key": "i64_counts", "dtype": "i64"}
+    wide = gmjit.describe("histogram", {"n": 5, "i64_counts": 1})
+    assert wide["tensors"][1]["resolved_dtype"] == "i64" and wide["problem"]["shape"]["i64_counts"] == 1
 
 
 def test_bad_arguments_raise_usage_errors_naming_the_problem():

@@ -40,14 +40,15 @@ __device__ __forceinline__ void count_vector(unsigned* stripe, uint4 v) {
 
 }  // namespace histogram_detail
 
-// kBlock threads per block; kStripes copies of the histogram per block (1, 2, 4, 8, 16 or 32);
+// TCount: unsigned int or long long (torch's dtype for counts; the accumulator stays 32-bit,
+// since n < 2^32). kBlock threads per block; kStripes copies of the histogram per block (1, 2, 4, 8, 16 or 32);
 // kUnroll 16-byte loads each thread issues before it counts any. Any grid size works (the loop
 // strides over the grid). x may start at any byte: up to 15 bytes before the first 16-byte
 // boundary and up to 15 after the last whole vector are counted one by one. n < 2^32, so that
 // no count overflows.
-template <int kBlock, int kStripes, int kUnroll>
+template <typename TCount, int kBlock, int kStripes, int kUnroll>
 __global__ void __launch_bounds__(kBlock)
-    histogram(const unsigned char* __restrict__ x, unsigned* __restrict__ counts, unsigned* __restrict__ workspace,
+    histogram(const unsigned char* __restrict__ x, TCount* __restrict__ counts, unsigned* __restrict__ workspace,
               long long n) {
   static_assert(kBlock >= 32 && kBlock <= 1024 && kBlock % 32 == 0,
                 "histogram: kBlock must be a multiple of 32 in [32, 1024]");
@@ -109,7 +110,7 @@ __global__ void __launch_bounds__(kBlock)
   __syncthreads();
   if (!is_last) return;
   __threadfence();
-  for (int b = threadIdx.x; b < kBins; b += kBlock) counts[b] = atomicExch(accumulator + b, 0u);
+  for (int b = threadIdx.x; b < kBins; b += kBlock) counts[b] = static_cast<TCount>(atomicExch(accumulator + b, 0u));
   if (threadIdx.x == 0) workspace[kCounterWord] = 0u;
 }
 

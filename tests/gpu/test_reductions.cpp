@@ -52,6 +52,16 @@ TEST_P(Histogram, EveryConfigCountsExactly) {
   gpu_test::verify_every_config("histogram", "u8", shape, seed_of(shape));
 }
 
+// i64_counts=1: the same kernel writes torch's int64 counts; the harness's 0xFF poison reads as -1
+// there, so an unwritten count cannot pass.
+TEST(SM90_HistogramI64, EveryConfigCountsExactlyInInt64) {
+  GMJIT_REQUIRE_SM90();
+  for (const std::int64_t n : {15, 1000003}) {
+    const Shape shape{{"n", n}, {"contention", 90}, {"i64_counts", 1}};
+    gpu_test::verify_every_config("histogram", "u8", shape, seed_of(shape));
+  }
+}
+
 std::vector<HistCase> histogram_cases() {
   std::vector<HistCase> cases;
   for (const std::int64_t contention : {0, 10, 90, 100}) {

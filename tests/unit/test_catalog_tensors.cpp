@@ -92,7 +92,7 @@ TEST(CatalogTensors, HistogramsContentionIsADataKeyNotATensorProperty) {
       continue;
     }
     EXPECT_EQ(k.problem_keys, (std::vector<std::string>{"n"}));
-    ASSERT_EQ(k.data_keys.size(), 1u);
+    ASSERT_EQ(k.data_keys.size(), 2u);
     EXPECT_EQ(k.data_keys[0].name, "contention");
     EXPECT_EQ(k.data_keys[0].default_value, 1);
     EXPECT_FALSE(k.data_keys[0].doc.empty());
@@ -110,8 +110,9 @@ TEST(Validate, FillsTheDefaultDtypeAndDataKeys) {
 
   p = validate("histogram", {{"n", 4096}});
   EXPECT_EQ(p.dtype, "u8");
-  EXPECT_EQ(p.shape, (Shape{{"n", 4096}, {"contention", 1}})) << "the default contention";
-  EXPECT_EQ(validate("histogram", {{"n", 4096}, {"contention", 90}}).shape, (Shape{{"n", 4096}, {"contention", 90}}));
+  EXPECT_EQ(p.shape, (Shape{{"n", 4096}, {"contention", 1}, {"i64_counts", 0}})) << "the defaults";
+  EXPECT_EQ(validate("histogram", {{"n", 4096}, {"contention", 90}}).shape,
+            (Shape{{"n", 4096}, {"contention", 90}, {"i64_counts", 0}}));
   // Normalizing twice changes nothing, so launch, tune and the cache agree on one key.
   EXPECT_EQ(validate(p.kernel, p.shape, p.dtype).shape, p.shape);
 }
@@ -162,6 +163,14 @@ TEST(CliList, JsonDescribesTensorsAndDataKeys) {
       EXPECT_EQ(k.at("data_keys").at(0).at("default"), 1);
       // A binding sizes counts from the JSON alone, for any n.
       EXPECT_EQ(evaluate(k.at("tensors").at(1).at("elements"), {{"n", 12345}}), 256);
+      EXPECT_EQ(k.at("data_keys").at(1).at("name"), "i64_counts");
+      EXPECT_EQ(k.at("tensors").at(1).at("dtype_flag"), (json{{"key", "i64_counts"}, {"dtype", "i64"}}));
+      EXPECT_FALSE(k.at("tensors").at(0).contains("dtype_flag"));
+      const json wide = json::parse(describe_kernel_json("histogram", {{"n", 5}, {"i64_counts", 1}}));
+      EXPECT_EQ(wide.at("tensors").at(1).at("resolved_dtype"), "i64");
+      EXPECT_EQ(wide.at("tensors").at(0).at("resolved_dtype"), "u8");
+      const json narrow = json::parse(describe_kernel_json("histogram", {{"n", 5}}));
+      EXPECT_EQ(narrow.at("tensors").at(1).at("resolved_dtype"), "u32");
     } else {
       EXPECT_TRUE(k.at("data_keys").empty());
     }
@@ -169,7 +178,8 @@ TEST(CliList, JsonDescribesTensorsAndDataKeys) {
   EXPECT_EQ(builtins, kExpected.size());
   const auto text = testing::run_gmtune("list");
   ASSERT_EQ(text.status, 0) << text.err;
-  EXPECT_NE(text.out.find("tensors: in x[n] u8, out counts[256] u32"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("tensors: in x[n] u8, out counts[256] u32 (i64_counts=1: i64)"), std::string::npos)
+      << text.out;
   EXPECT_NE(text.out.find("tensors: in rgb[3*h*w], out out[h*w]"), std::string::npos) << text.out;
 }
 

@@ -203,9 +203,12 @@ TEST(Histogram, DescribedAsAHostVerifiedBuiltIn) {
   EXPECT_EQ(k.header, "gmjit/histogram.cuh");
   ASSERT_TRUE(find_header(k.header).has_value());
   EXPECT_EQ(k.problem_keys, (std::vector<std::string>{"n"})) << "contention is no property of a tensor";
-  ASSERT_EQ(k.data_keys.size(), 1u);
+  ASSERT_EQ(k.data_keys.size(), 2u);
   EXPECT_EQ(k.data_keys[0].name, "contention");
   EXPECT_EQ(k.data_keys[0].default_value, 1);
+  EXPECT_EQ(k.data_keys[1].name, "i64_counts");
+  EXPECT_EQ(k.data_keys[1].default_value, 0) << "u32 counts unless asked";
+  EXPECT_EQ(k.flag_keys, (std::vector<std::string>{"i64_counts"}));
   EXPECT_EQ(k.dtypes, (std::vector<std::string>{"u8"}));
   for (const auto& p : k.params) EXPECT_FALSE(p.doc.empty()) << p.name;
   EXPECT_NE(k.summary.find("workspace the library owns"), std::string::npos);
@@ -264,10 +267,10 @@ TEST(Histogram, ValidConfigsAndViolations) {
 
 TEST(Histogram, NameExpressionsGeometryAndWork) {
   const auto& k = histogram();
-  EXPECT_EQ(k.name_expression(k.default_config, hist_shape(5, 5), u8()), "gmjit::histogram<1024, 32, 2>");
+  EXPECT_EQ(k.name_expression(k.default_config, hist_shape(5, 5), u8()), "gmjit::histogram<unsigned int, 1024, 32, 2>");
   EXPECT_EQ(codegen::specialize(k, hist_shape(5, 5), "u8", with(k, {{"block", 256}, {"stripes", 8}, {"unroll", 1}}))
                 .name_expression,
-            "gmjit::histogram<256, 8, 1>");
+            "gmjit::histogram<unsigned int, 256, 8, 1>");
   EXPECT_EQ(k.geometry(k.default_config, hist_shape(1, 10), u8()).grid[0], 1u);
   EXPECT_EQ(k.geometry(k.default_config, hist_shape(10485760, 10), u8()).grid[0], 132u);
   // 1310720 bytes = 81920 vectors in steps of 256: 320 steps.
@@ -281,6 +284,40 @@ TEST(Histogram, NameExpressionsGeometryAndWork) {
   // One stripe serializes the hot value's lanes; 32 do not.
   EXPECT_LT(k.work(with(k, {{"stripes", 1}}), hist_shape(8, 90), u8()).compute_efficiency,
             k.work(with(k, {{"stripes", 32}}), hist_shape(8, 90), u8()).compute_efficiency);
+}
+
+// torch counts in int64: i64_counts=1 makes the same kernel write them, one launch, no cast.
+TEST(Histogram, I64CountsAreAFlagOfTheSameKernel) {
+  const auto& k = histogram();
+  const auto narrow = normalize_problem(k, {{"n", 1000}}, "");
+  EXPECT_EQ(narrow.shape.at("i64_counts"), 0) << "u32 unless asked";
+  const auto wide = normalize_problem(k, {{"n", 1000}, {"i64_counts", 1}}, "");
+  EXPECT_EQ(wide.dtype, "u8") << "the problem's dtype stays the input's";
+  const auto tensors = k.tensors(wide.shape);
+  EXPECT_EQ(tensor_dtype(tensors[0], u8()).name, "u8");
+  EXPECT_EQ(tensor_dtype(tensors[1], u8()).name, "i64");
+  EXPECT_EQ(tensor_dtype(tensors[1], u8()).bytes, 8);
+  EXPECT_EQ(tensor_dtype(k.tensors(narrow.shape)[1], u8()).name, "u32");
+  EXPECT_EQ(k.name_expression(k.default_config, wide.shape, u8()), "gmjit::histogram<long long, 1024, 32, 2>");
+  EXPECT_DOUBLE_EQ(k.work(k.default_config, wide.shape, u8()).bytes, 1000.0 + 256 * 8);
+  try {
+    normalize_problem(k, {{"n", 1000}, {"i64_counts", 2}}, "");
+    ADD_FAILURE() << "i64_counts=2 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("flag, 0 or 1"), std::string::npos) << e.what();
+  }
+  // Widened counts compare exactly and survive the harness's host conversion.
+  const DtypeInfo& i64 = dtype_info("i64");
+  EXPECT_TRUE(i64.integer);
+  EXPECT_EQ(i64.cpp_type, "long long");
+  std::vector<unsigned char> bytes(3 * 8);
+  tuner::store_element(i64, bytes.data(), 0, 4294967296.0 + 7);
+  tuner::store_element(i64, bytes.data(), 1, 0.0);
+  tuner::store_element(i64, bytes.data(), 2, -3.0);
+  EXPECT_DOUBLE_EQ(tuner::element(i64, bytes.data(), 0), 4294967303.0) << "past u32";
+  EXPECT_DOUBLE_EQ(tuner::element(i64, bytes.data(), 1), 0.0);
+  EXPECT_DOUBLE_EQ(tuner::element(i64, bytes.data(), 2), -3.0);
+  EXPECT_EQ(default_element_bound(i64).atol, 0.0);
 }
 
 // contention% of the bytes are the tensor's hot value, the rest uniform.

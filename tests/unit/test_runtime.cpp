@@ -132,10 +132,10 @@ TEST_F(RuntimeChecks, HistogramResolvesFromNAloneAndTakesNoWorkspace) {
   Runtime runtime(options(MissPolicy::fail));
   Error e = capture_error([&] { runtime.resolve("histogram", {{"n", 1000}}); });
   EXPECT_EQ(e.kind(), ErrorKind::cache_miss) << e.message();
-  EXPECT_NE(e.message().find("histogram u8 contention=1,n=1000"), std::string::npos) << e.message();
+  EXPECT_NE(e.message().find("histogram u8 contention=1,i64_counts=0,n=1000"), std::string::npos) << e.message();
   e = capture_error([&] { runtime.resolve("histogram", {{"n", 1000}, {"contention", 90}}); });
   EXPECT_EQ(e.kind(), ErrorKind::cache_miss) << e.message();
-  EXPECT_NE(e.message().find("histogram u8 contention=90,n=1000"), std::string::npos) << e.message();
+  EXPECT_NE(e.message().find("histogram u8 contention=90,i64_counts=0,n=1000"), std::string::npos) << e.message();
 
   Runtime lenient(options(MissPolicy::default_config));
   const std::uint64_t x = 0x1000, counts = 0x2000, scratch = 0x3000;

@@ -23,6 +23,10 @@ struct TensorInfo {
   std::string name;
   bool output = false;  ///< role: false for an input, true for an output
   std::string dtype;    ///< empty: the problem's dtype (histogram's counts are u32 whatever it is)
+  /// Optional: a flag data key that, set to 1, makes the tensor `flag_dtype` instead of `dtype`
+  /// (histogram's counts are i64 with `i64_counts=1`).
+  std::string dtype_flag;
+  std::string flag_dtype;
   /// The element count as JSON text of an expression over the problem keys, in the language of
   /// kernel manifests (README.md, "Bringing your own kernels"): `"n"`, `["*", "rows", "cols"]`,
   /// `256`. `gmtune list --json` prints it as JSON.
@@ -32,8 +36,9 @@ struct TensorInfo {
   std::function<std::int64_t(const Shape& shape)> elements;
 };
 
-/// A property of the tuning data, not of any tensor (histogram's `contention`): part of the
-/// problem and of its cache key, optional at launch, where it takes `default_value`.
+/// A problem key that is optional at launch, where it takes `default_value`; part of the problem
+/// and of its cache key. Most are a property of the tuning data, not of any tensor (histogram's
+/// `contention`); a flag among them may choose a tensor's dtype (TensorInfo::dtype_flag).
 struct DataKeyInfo {
   std::string name;
   std::int64_t default_value = 0;
@@ -46,7 +51,7 @@ struct KernelInfo {
   std::string header;         ///< the .cuh's include name, e.g. gmjit/sgemm.cuh
   std::string template_hash;  ///< hash of every header the template reaches
   std::vector<std::string> problem_keys;  ///< the tensors' sizes, each required
-  std::vector<DataKeyInfo> data_keys;     ///< optional keys that only steer the tuning data
+  std::vector<DataKeyInfo> data_keys;     ///< optional keys, with their defaults
   std::vector<TensorInfo> tensors;        ///< inputs, then outputs, in launch order
   std::vector<std::string> dtypes;
   std::vector<ParamInfo> params;
