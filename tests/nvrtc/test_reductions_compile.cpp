@@ -48,6 +48,10 @@ TEST(ReductionsCompile, EveryHistogramConfigCompilesWithoutSpills) {
                                     Shape{{"n", 1}, {"contention", 0}}},
                                    {"ld.global.cs.v4.u32", "atom.shared.add.u32", "atom.global.exch.b32"});
   EXPECT_GE(outcome.compiled, 96u + 27u);
+  // The i64 counts of the same kernel: each count widened and stored as 64 bits.
+  const auto wide = compile_all("histogram", "u8", {Shape{{"n", 1000003}, {"contention", 90}, {"i64_counts", 1}}},
+                                {"atom.shared.add.u32", "atom.global.exch.b32", "st.global.u64"});
+  EXPECT_GE(wide.compiled, 27u);
 }
 
 }  // namespace
