@@ -11,7 +11,7 @@ packages=(
   libgtest-dev libgmock-dev googletest
   libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libxxhash-dev
-  zlib1g-dev libzstd-dev
+  zlib1g-dev libzstd-dev llvm-19-dev
   python3-pytest python3-pip python3-setuptools python3-wheel
 )
 
