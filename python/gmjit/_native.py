@@ -54,11 +54,18 @@ def _wheel_cuda_dirs():
     return found
 
 
+def _wheel_libraries(name):
+    """`name` in the lib/ of each installed nvidia wheel directory, where it exists."""
+    return [cuda / "lib" / name for cuda in _wheel_cuda_dirs() if (cuda / "lib" / name).exists()]
+
+
 def _use_cuda_wheels():
     """Where no CUDA toolkit is installed, NVRTC and the headers it compiles against come from the
-    nvidia wheels: their libnvrtc is loaded first (libgmjit's libnvrtc.so.13 then resolves to it),
-    and CUDA_HOME names their include/ (cuda_fp16.h, cuda_bf16.h). CUDA_HOME set by the user, or a
-    toolkit at /usr/local/cuda, is left to be used as it is. Returns where NVRTC came from."""
+    nvidia wheels: their libnvrtc (and libnvJitLink, from nvidia-nvjitlink, which the LLVM code
+    generator's PTX -> cubin step uses) are loaded first, so libgmjit's libnvrtc.so.13 and
+    libnvJitLink.so.13 resolve to them, and CUDA_HOME names their include/ (cuda_fp16.h,
+    cuda_bf16.h). CUDA_HOME set by the user, or a toolkit at /usr/local/cuda, is left to be used as
+    it is. Returns where NVRTC came from."""
     for toolkit in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
         if toolkit and (pathlib.Path(toolkit) / "include" / "cuda_fp16.h").exists():
             return toolkit
@@ -66,6 +73,9 @@ def _use_cuda_wheels():
         nvrtc = cuda / "lib" / "libnvrtc.so.13"
         if nvrtc.exists() and (cuda / "include" / "cuda_fp16.h").exists():
             ctypes.CDLL(str(nvrtc), mode=ctypes.RTLD_GLOBAL)
+            for jitlink in _wheel_libraries("libnvJitLink.so.13"):
+                ctypes.CDLL(str(jitlink), mode=ctypes.RTLD_GLOBAL)
+                break
             os.environ["CUDA_HOME"] = str(cuda)
             return str(cuda)
     return None

@@ -127,6 +127,9 @@ def test_without_a_toolkit_nvrtc_and_headers_come_from_the_nvidia_wheels(tmp_pat
     (wheel / "lib").mkdir(parents=True)
     (wheel / "include").mkdir()
     (wheel / "lib" / "libnvrtc.so.13").symlink_to(nvrtc)
+    jitlink = nvrtc.parent / "libnvJitLink.so.13"
+    if jitlink.exists():
+        (wheel / "lib" / "libnvJitLink.so.13").symlink_to(jitlink)
     (tmp_path / "empty").mkdir()
     probe = ("import gmjit, gmjit._native as n; r = gmjit.compile('softmax', {'rows': 4, 'cols': 100}, {}, 'bf16', "
              "'sm_90a'); print(n.cuda_source()); print(r['options'][-1]); print(r['cubin_bytes'] > 0)")
