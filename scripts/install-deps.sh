@@ -12,6 +12,7 @@ packages=(
   libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libxxhash-dev
   zlib1g-dev libzstd-dev llvm-19-dev
+  clang-19 libclang-rt-19-dev
   python3-pytest python3-pip python3-setuptools python3-wheel
 )
 
