@@ -142,6 +142,26 @@ int run_compile(const std::string& kernel, const std::string& shape, const std::
   return 0;
 }
 
+int run_compile_expression(const std::string& expression, const std::string& shape, const std::string& config,
+                           const std::string& dtype, const std::string& arch, const std::string& out_dir) {
+  gmjit::ExpressionRequest request;
+  request.expression = expression;
+  if (!dtype.empty()) request.dtype = dtype;
+  request.shape = gmjit::parse_assignments(shape);
+  request.config = gmjit::parse_assignments(config);
+  request.arch = arch_or_device(arch);
+  const auto result = gmjit::compile_expression(request);
+  if (out_dir.empty()) {
+    std::cout << gmjit::expression_json(result) << "\n";
+    return 0;
+  }
+  const auto written = gmjit::write_expression_outputs(result, out_dir);
+  if (!written.sass) std::cerr << "gmtune: note: " << written.sass_note << "\n";
+  std::printf("%s -> %s (%s, %d registers, %d B smem, %.1f ms)\n", result.canonical.c_str(), written.stem.c_str(),
+              result.arch.c_str(), result.resources.registers, result.resources.shared_bytes, result.compile_ms);
+  return 0;
+}
+
 std::vector<std::string> split_list(const std::string& text) {
   std::vector<std::string> items;
   std::stringstream list(text);
@@ -551,12 +571,18 @@ int main(int argc, char** argv) {
   auto* list = app.add_subcommand("list", "list kernels, parameters and domains");
   list->add_flag("--json", json, "JSON output");
 
-  std::string kernel, shape, config, dtype, arch, out_dir, db;
+  std::string kernel, shape, config, dtype, arch, out_dir, db, expression;
   auto* compile = app.add_subcommand("compile", "specialize and compile one configuration");
-  compile->add_option("kernel", kernel, "kernel name (gmtune list)")->required();
+  auto* compile_kernel = compile->add_option("kernel", kernel, "kernel name (gmtune list)");
+  auto* compile_expr = compile->add_option(
+      "--expr", expression,
+      "instead of a kernel, generate one from an expression through LLVM, e.g. \"y = silu(a) * b\" "
+      "(--shape rows=..,cols=..; --config block,items,vector,threads_per_row; --dtype of undeclared inputs)");
+  compile_kernel->excludes(compile_expr);
+  compile_expr->excludes(compile_kernel);
   compile->add_option("--shape", shape, "problem, e.g. m=4096,n=4096,k=4096")->required();
   compile->add_option("--config", config, "parameters, e.g. bm=128,bn=128 (defaults for the rest)");
-  compile->add_option("--dtype", dtype, "data type (default: the kernel's first)");
+  compile->add_option("--dtype", dtype, "data type (default: the kernel's first; fp32 for --expr)");
   compile->add_option("--arch", arch, "target, e.g. sm_90a (default: device 0's; with it no GPU is needed)");
   compile->add_option("--out", out_dir, "write .cu .ptx .cubin .sass .log (NVRTC + ptxas) and resources.json here");
 
@@ -667,6 +693,11 @@ int main(int argc, char** argv) {
     register_kernel_files(manifests);
     if (devices->parsed()) return run_devices(json);
     if (list->parsed()) return run_list(json);
+    if (compile->parsed() && !expression.empty()) return run_compile_expression(expression, shape, config, dtype, arch, out_dir);
+    if (compile->parsed() && kernel.empty()) {
+      std::cerr << "gmtune compile: give a kernel (gmtune list) or --expr\n";
+      return kUsage;
+    }
     if (compile->parsed()) return run_compile(kernel, shape, config, dtype, arch, out_dir);
     if (tune->parsed()) return run_tune(kernel, shape, dtype, search, no_record, json);
     if (sweep->parsed()) return run_sweep(sweep_request, search);

@@ -7,6 +7,7 @@
 #include "gmjit/compile.hpp"
 #include "gmjit/device.hpp"
 #include "gmjit/error.hpp"
+#include "gmjit/expression.hpp"
 #include "gmjit/kernels.hpp"
 #include "gmjit/log.hpp"
 #include "gmjit/runtime.hpp"

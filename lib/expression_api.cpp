@@ -1,0 +1,197 @@
+// The facade over the LLVM code generator: expression text -> checked program -> lowered kernel.
+#define XXH_INLINE_ALL
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <xxhash.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include "codegen/cubin.hpp"
+#include "codegen/expr.hpp"
+#include "codegen/expr_lower.hpp"
+#include "codegen/nvptx.hpp"
+#include "core/device.hpp"
+#include "gmjit/error.hpp"
+#include "gmjit/expression.hpp"
+
+namespace gmjit {
+namespace {
+
+// Bumped whenever the lowering changes what a program and its parameters compile to.
+constexpr int kExpressionKeySchema = 1;
+
+const std::vector<ParamInfo>& params() {
+  static const std::vector<ParamInfo> domains = {
+      {"block", {64, 128, 256, 512, 1024}, "threads per block"},
+      {"items", {1, 2, 4, 8}, "chunks of `vector` elements each thread handles per loop step"},
+      {"vector", {1, 2, 4}, "elements per load and store (must divide cols)"},
+      {"threads_per_row", {32, 64, 128, 256, 512, 1024},
+       "programs with reductions: threads sharing one row, 32 (a warp) or the whole block; pointwise "
+       "programs ignore it"},
+  };
+  return domains;
+}
+
+const Config& default_config() {
+  static const Config config = {{"block", 256}, {"items", 4}, {"vector", 1}, {"threads_per_row", 32}};
+  return config;
+}
+
+Config complete_config(const Config& partial) {
+  Config config = default_config();
+  for (const auto& [key, value] : partial) {
+    const auto& domains = params();
+    const auto param = std::find_if(domains.begin(), domains.end(), [&](const ParamInfo& p) { return p.name == key; });
+    if (param == domains.end()) {
+      throw Error(ErrorKind::usage, 0,
+                  fmt::format("'{}={}': expressions have no parameter '{}' (block, items, vector, threads_per_row)",
+                              key, value, key));
+    }
+    if (std::find(param->values.begin(), param->values.end(), value) == param->values.end()) {
+      throw Error(ErrorKind::usage, 0,
+                  fmt::format("'{}={}': outside the domain of {} ({})", key, value, key, fmt::join(param->values, ", ")));
+    }
+    config[key] = value;
+  }
+  return config;
+}
+
+std::int64_t dimension(const Shape& shape, const char* key) {
+  const auto found = shape.find(key);
+  if (found == shape.end()) {
+    throw Error(ErrorKind::usage, 0,
+                fmt::format("missing problem key '{}' for an expression (keys: rows, cols)", key));
+  }
+  if (found->second <= 0) {
+    throw Error(ErrorKind::usage, 0, fmt::format("'{}={}': sizes must be positive", key, found->second));
+  }
+  return found->second;
+}
+
+std::string compile_key(const std::string& canonical, const Config& config, const std::string& arch) {
+  std::string text = fmt::format("gmjit-expression {}\n{}\n", kExpressionKeySchema, canonical);
+  for (const auto& [key, value] : config) text += fmt::format("{}={}\n", key, value);
+  text += arch + "\n" + codegen::nvptx_identity().key();
+  return fmt::format("{:016x}", XXH3_64bits(text.data(), text.size()));
+}
+
+void write_file(const std::filesystem::path& path, const void* data, std::size_t size) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
+  if (!out) throw Error(ErrorKind::usage, 0, "cannot write " + path.string());
+}
+
+}  // namespace
+
+std::vector<ParamInfo> expression_params() { return params(); }
+
+ExpressionCompileResult compile_expression(const ExpressionRequest& request) {
+  const auto started = std::chrono::steady_clock::now();
+  codegen::expr::ParseOptions options;
+  options.default_dtype = codegen::expr::parse_dtype(request.dtype);
+  const codegen::expr::Program program = codegen::expr::parse(request.expression, options);
+  for (const auto& [key, value] : request.shape) {
+    if (key != "rows" && key != "cols") {
+      throw Error(ErrorKind::usage, 0,
+                  fmt::format("'{}={}': an expression has no problem key '{}' (keys: rows, cols)", key, value, key));
+    }
+  }
+  const std::int64_t rows = dimension(request.shape, "rows");
+  const std::int64_t cols = dimension(request.shape, "cols");
+  const Config config = complete_config(request.config);
+  codegen::expr::LowerParams lower_params;
+  lower_params.block = static_cast<int>(config.at("block"));
+  lower_params.items = static_cast<int>(config.at("items"));
+  lower_params.vector = static_cast<int>(config.at("vector"));
+  lower_params.threads_per_row = static_cast<int>(config.at("threads_per_row"));
+  if (const std::string why = codegen::expr::violation(program, lower_params, rows, cols); !why.empty()) {
+    throw Error(ErrorKind::usage, 0, fmt::format("'{}': {}", format_assignments(config), why));
+  }
+  std::string arch = request.arch;
+  if (arch.empty()) {
+    detail::Context context(0);
+    arch = detail::query_device(0).arch;
+  }
+  const auto lowered = codegen::expr::lower(program, lower_params, arch);
+
+  ExpressionCompileResult out;
+  out.canonical = codegen::expr::to_canonical(program);
+  out.arch = arch;
+  out.shape = {{"rows", rows}, {"cols", cols}};
+  out.config = config;
+  for (const auto& input : program.inputs()) {
+    const bool row = input.kind == codegen::expr::InputKind::row;
+    out.tensors.push_back({input.name, false, codegen::expr::to_string(input.dtype), row, row ? cols : rows * cols});
+  }
+  for (const auto& output : program.outputs()) {
+    out.tensors.push_back({output.name, true, codegen::expr::to_string(output.dtype), false, rows * cols});
+  }
+  out.kernel_name = lowered.name;
+  out.llvm_ir = lowered.ir;
+  out.ptx = lowered.ptx;
+  out.cubin = lowered.cubin;
+  out.resources = codegen::read_cubin_resources(lowered.cubin, lowered.name);
+  out.geometry = lowered.geometry(program, rows, cols);
+  out.compile_key = compile_key(out.canonical, config, arch);
+  out.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+  return out;
+}
+
+std::string expression_json(const ExpressionCompileResult& r) {
+  nlohmann::json tensors = nlohmann::json::array();
+  for (const auto& t : r.tensors) {
+    tensors.push_back({{"name", t.name},
+                       {"role", t.output ? "output" : "input"},
+                       {"dtype", t.dtype},
+                       {"shape", t.row_vector ? nlohmann::json::array({"cols"}) : nlohmann::json::array({"rows", "cols"})},
+                       {"count", t.elements}});
+  }
+  const auto& identity = codegen::nvptx_identity();
+  const auto& g = r.geometry;
+  return nlohmann::json{
+      {"expression", r.canonical},
+      {"kernel", r.kernel_name},
+      {"arch", r.arch},
+      {"shape", r.shape},
+      {"config", r.config},
+      {"tensors", tensors},
+      {"scalars", nlohmann::json::array({"rows", "cols"})},
+      {"grid", {g.grid[0], g.grid[1], g.grid[2]}},
+      {"block", {g.block[0], g.block[1], g.block[2]}},
+      {"registers", r.resources.registers},
+      {"shared_bytes", r.resources.shared_bytes},
+      {"stack_bytes", r.resources.stack_bytes},
+      {"ptx_bytes", r.ptx.size()},
+      {"cubin_bytes", r.cubin.size()},
+      {"compile_key", r.compile_key},
+      {"compile_ms", r.compile_ms},
+      {"llvm", identity.llvm_version},
+      {"ptx_isa", identity.ptx_isa},
+      {"libdevice", identity.libdevice_hash},
+      {"nvjitlink", identity.nvjitlink_version}}
+      .dump(2);
+}
+
+CompileOutputs write_expression_outputs(const ExpressionCompileResult& result, const std::string& directory) {
+  const std::filesystem::path dir(directory);
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) throw Error(ErrorKind::usage, 0, "cannot create " + dir.string() + ": " + error.message());
+  const std::string stem = result.kernel_name;
+  const std::string json = expression_json(result);
+  write_file(dir / (stem + ".ll"), result.llvm_ir.data(), result.llvm_ir.size());
+  write_file(dir / (stem + ".ptx"), result.ptx.data(), result.ptx.size());
+  write_file(dir / (stem + ".cubin"), result.cubin.data(), result.cubin.size());
+  write_file(dir / "resources.json", json.data(), json.size());
+  CompileOutputs out;
+  out.stem = (dir / stem).string();
+  if (const auto sass = disassemble(result.cubin, out.sass_note)) {
+    write_file(dir / (stem + ".sass"), sass->data(), sass->size());
+    out.sass = true;
+  }
+  return out;
+}
+
+}  // namespace gmjit
