@@ -28,6 +28,7 @@ set(public_runtime lib)
 set(public_cache lib)
 set(public_compile lib)
 set(public_kernels lib)
+set(public_expression lib)
 set(public_gmjit lib)
 
 function(layer_of_include include out)
