@@ -1,6 +1,6 @@
 # One call on the lent GPU machine from a carried build (.device/pack.tgz: libgmjit, gmtune,
 # gmjit-worker, gmjit_gpu_tests, bench_expr, pylib with pytest), logs under $OUT. $1 picks the part:
-#   tests  the gpu tier outside gemm (GMJIT_REQUIRE_GPU=1), the Python suite on torch, the per-call
+#   tests  the gpu tier outside gemm (GMJIT_REQUIRE_GPU=1; TIER_FILTER narrows it), the Python suite on torch, the per-call
 #          overhead of gmjit.softmax beside torch.softmax
 #   gemm   the gemm part of the gpu tier
 #   bench  bench_expr (generated kernels against a copy and the templates) and bench/torch_expr.py
@@ -9,7 +9,7 @@ D=/tmp/gmjit-dev; mkdir -p $D && tar -xzf .device/pack.tgz -C $D || exit 1
 export GMJIT_REQUIRE_GPU=1 LD_LIBRARY_PATH=$D:/usr/local/cuda/lib64
 case "${1:-tests}" in
 tests)
-  GTEST_FILTER='-SM90/Gemm.*:SM90_GemmTune.*' TIER_TIMEOUT="${TIER_TIMEOUT:-400}" bash bench/h200_run.sh $D tier 2>&1 | tail -30
+  GTEST_FILTER="${TIER_FILTER:--SM90/Gemm.*:SM90_GemmTune.*}" TIER_TIMEOUT="${TIER_TIMEOUT:-400}" bash bench/h200_run.sh $D tier 2>&1 | tail -30
   mv $OUT/logs.tgz $OUT/tier.tgz
   export GMJIT_LIBRARY=$D/libgmjit.so.0 GMJIT_GMTUNE=$D/gmtune GMJIT_WORKER=$D/gmjit-worker PYTHONPATH=$PWD/python:$D/pylib GMJIT_TEST_NVRTC=1 GMJIT_CACHE=$(mktemp -d)/py.db
   python3 -c 'import torch; print(torch.__version__, torch.cuda.get_device_name())'
