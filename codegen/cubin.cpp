@@ -17,7 +17,8 @@ constexpr unsigned char kFormatSized = 0x04;
 constexpr unsigned char kAttrFrameSize = 0x11;
 constexpr unsigned char kAttrRegCount = 0x2f;
 // sm_80 and later reserve 1 KiB of every block's shared memory for the system; the cubin's
-// .nv.shared.<kernel> section counts it, the driver and ptxas do not.
+// .nv.shared.<kernel> section counts it, the driver and ptxas do not. ptxas marks such a cubin
+// with a .nv.shared.reserved section, nvJitLink only with the .nv.reservedSmem symbol it refers to.
 constexpr std::uint64_t kReservedSharedBytes = 1024;
 
 [[noreturn]] void malformed(const std::string& why) {
@@ -66,6 +67,7 @@ ResourceUsage read_cubin_resources(const std::vector<char>& cubin, const std::st
     for (std::uint64_t off = 0; off + sizeof(Elf64_Sym) <= s.sh_size; off += sizeof(Elf64_Sym)) {
       const auto sym = read<Elf64_Sym>(cubin, s.sh_offset + off);
       const std::uint64_t at = strings.sh_offset + sym.st_name;
+      if (at < cubin.size() && std::strncmp(cubin.data() + at, ".nv.reservedSmem", 16) == 0) reserved_shared = true;
       if (at < cubin.size() && lowered_name == cubin.data() + at) {
         symbol = static_cast<std::uint32_t>(off / sizeof(Elf64_Sym));
         have_symbol = true;
