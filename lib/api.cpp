@@ -7,6 +7,7 @@
 #include "codegen/compiler.hpp"
 #include "codegen/toolkit.hpp"
 #include "gmjit/gmjit.hpp"
+#include "lib/output_files.hpp"
 #include "core/device.hpp"
 #include "templates/registry.hpp"
 
@@ -65,11 +66,6 @@ nlohmann::json kernel_json(const KernelInfo& k) {
           {"default_config", k.default_config}, {"constraints", k.constraints}};
 }
 
-void write_file(const std::filesystem::path& path, const void* data, std::size_t size) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
-  if (!out) throw Error(ErrorKind::usage, 0, "cannot write " + path.string());
-}
 
 }  // namespace
 
@@ -142,24 +138,14 @@ CompileResult compile(const CompileRequest& request) {
 std::string resources_json(const CompileResult& r) { return r.description_json; }
 
 CompileOutputs write_compile_outputs(const CompileResult& result, const std::string& directory) {
-  const std::filesystem::path dir(directory);
-  std::error_code error;
-  std::filesystem::create_directories(dir, error);
-  if (error) throw Error(ErrorKind::usage, 0, "cannot create " + dir.string() + ": " + error.message());
   const std::string stem = std::filesystem::path(result.file_name).stem().string();
   const std::string resources = resources_json(result);
-  write_file(dir / (stem + ".cu"), result.source.data(), result.source.size());
-  write_file(dir / (stem + ".ptx"), result.ptx.data(), result.ptx.size());
-  write_file(dir / (stem + ".cubin"), result.cubin.data(), result.cubin.size());
-  write_file(dir / "resources.json", resources.data(), resources.size());
-  write_file(dir / (stem + ".log"), result.log.data(), result.log.size());
-  CompileOutputs out;
-  out.stem = (dir / stem).string();
-  if (const auto sass = disassemble(result.cubin, out.sass_note)) {
-    write_file(dir / (stem + ".sass"), sass->data(), sass->size());
-    out.sass = true;
-  }
-  return out;
+  return detail::write_outputs(directory, stem,
+                               {{stem + ".cu", result.source},
+                                {stem + ".ptx", result.ptx},
+                                {"resources.json", resources},
+                                {stem + ".log", result.log}},
+                               result.cubin);
 }
 
 std::optional<std::string> disassemble(const std::vector<char>& cubin, std::string& why_not) {

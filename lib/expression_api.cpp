@@ -5,8 +5,6 @@
 #include <xxhash.h>
 
 #include <chrono>
-#include <filesystem>
-#include <fstream>
 
 #include "codegen/cubin.hpp"
 #include "codegen/expr.hpp"
@@ -15,6 +13,7 @@
 #include "core/device.hpp"
 #include "gmjit/error.hpp"
 #include "gmjit/expression.hpp"
+#include "lib/output_files.hpp"
 
 namespace gmjit {
 namespace {
@@ -77,11 +76,6 @@ std::string compile_key(const std::string& canonical, const Config& config, cons
   return fmt::format("{:016x}", XXH3_64bits(text.data(), text.size()));
 }
 
-void write_file(const std::filesystem::path& path, const void* data, std::size_t size) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
-  if (!out) throw Error(ErrorKind::usage, 0, "cannot write " + path.string());
-}
 
 }  // namespace
 
@@ -175,23 +169,11 @@ std::string expression_json(const ExpressionCompileResult& r) {
 }
 
 CompileOutputs write_expression_outputs(const ExpressionCompileResult& result, const std::string& directory) {
-  const std::filesystem::path dir(directory);
-  std::error_code error;
-  std::filesystem::create_directories(dir, error);
-  if (error) throw Error(ErrorKind::usage, 0, "cannot create " + dir.string() + ": " + error.message());
-  const std::string stem = result.kernel_name;
+  const std::string& stem = result.kernel_name;
   const std::string json = expression_json(result);
-  write_file(dir / (stem + ".ll"), result.llvm_ir.data(), result.llvm_ir.size());
-  write_file(dir / (stem + ".ptx"), result.ptx.data(), result.ptx.size());
-  write_file(dir / (stem + ".cubin"), result.cubin.data(), result.cubin.size());
-  write_file(dir / "resources.json", json.data(), json.size());
-  CompileOutputs out;
-  out.stem = (dir / stem).string();
-  if (const auto sass = disassemble(result.cubin, out.sass_note)) {
-    write_file(dir / (stem + ".sass"), sass->data(), sass->size());
-    out.sass = true;
-  }
-  return out;
+  return detail::write_outputs(
+      directory, stem,
+      {{stem + ".ll", result.llvm_ir}, {stem + ".ptx", result.ptx}, {"resources.json", json}}, result.cubin);
 }
 
 }  // namespace gmjit
