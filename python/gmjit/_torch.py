@@ -228,6 +228,8 @@ def _schema_keys(entry):
 
 
 def _outputs_for(kernel, inputs, keys, make):
+    # torch may leave out a keyword at its schema default: pick the dtype flags as launch() does.
+    keys = {**_dtype_flags(kernel, None, keys), **keys}
     dtype, shape, problem = problem_of(kernel, inputs, None, keys)
     specs = problem["tensors"]
     input_specs = [t for t in specs if t["role"] == "input"]
