@@ -83,12 +83,11 @@ std::string describe_kernel_json(const std::string& kernel, const Shape& shape, 
     if (shape.empty()) return out.dump(2);
     const Problem problem = validate(kernel, shape, dtype);
     out["problem"] = {{"dtype", problem.dtype}, {"shape", problem.shape}};
-    for (std::size_t i = 0; i < k.tensors.size(); ++i) {
-      out["tensors"][i]["count"] = k.tensors[i].elements(problem.shape);
-      const auto& t = k.tensors[i];
-      const bool flagged = !t.dtype_flag.empty() && problem.shape.at(t.dtype_flag) == 1;
-      const std::string& dtype_at_shape = flagged ? t.flag_dtype : t.dtype;
-      out["tensors"][i]["resolved_dtype"] = dtype_at_shape.empty() ? problem.dtype : dtype_at_shape;
+    // The descriptor's tensors at the normalized shape: counts, and dtypes a flag may choose.
+    const auto tensors = templates::find_kernel(name).tensors(problem.shape);
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      out["tensors"][i]["count"] = tensors[i].elements;
+      out["tensors"][i]["resolved_dtype"] = tensors[i].dtype.empty() ? problem.dtype : tensors[i].dtype;
     }
     return out.dump(2);
   }
