@@ -1,5 +1,7 @@
 # One call on the lent GPU machine from a carried build (.device/pack.tgz: libgmjit, gmtune,
 # gmjit-worker, gmjit_gpu_tests, bench_expr, pylib with pytest), logs under $OUT. $1 picks the part:
+# Several parts may be named in one call (e.g. `tier bench`), run in that order.
+#   tier   the gpu tier alone (GMJIT_REQUIRE_GPU=1), narrowed by TIER_FILTER
 #   tests  the gpu tier outside gemm (GMJIT_REQUIRE_GPU=1; TIER_FILTER narrows it), the Python suite on torch, the per-call
 #          overhead of gmjit.softmax beside torch.softmax
 #   gemm   the gemm part of the gpu tier
@@ -7,7 +9,11 @@
 set -u
 D=/tmp/gmjit-dev; mkdir -p $D && tar -xzf .device/pack.tgz -C $D || exit 1
 export GMJIT_REQUIRE_GPU=1 LD_LIBRARY_PATH=$D:/usr/local/cuda/lib64
-case "${1:-tests}" in
+for part in "${@:-tests}"; do
+case "$part" in
+tier)
+  GTEST_FILTER="${TIER_FILTER:-*}" TIER_TIMEOUT="${TIER_TIMEOUT:-400}" bash bench/h200_run.sh $D tier 2>&1 | tail -30
+  mv $OUT/logs.tgz $OUT/tier_only.tgz ;;
 tests)
   GTEST_FILTER="${TIER_FILTER:--SM90/Gemm.*:SM90_GemmTune.*}" TIER_TIMEOUT="${TIER_TIMEOUT:-400}" bash bench/h200_run.sh $D tier 2>&1 | tail -30
   mv $OUT/logs.tgz $OUT/tier.tgz
@@ -22,4 +28,6 @@ bench)
   export GMJIT_GMTUNE=$D/gmtune GMJIT_WORKER=$D/gmjit-worker
   timeout 330 $D/bench_expr --db $(mktemp -d)/bench.db 2>&1 | tee $OUT/bench_expr.log
   timeout 200 python3 bench/torch_expr.py 2>&1 | tee $OUT/torch_expr.log | tail -12 ;;
+*) echo "device_call.sh: unknown part $part (tier, tests, gemm, bench)"; exit 2 ;;
 esac
+done

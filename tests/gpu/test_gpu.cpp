@@ -172,12 +172,16 @@ TEST(SM90_Tune, PicksAVerifiedWinnerAndRecordsEveryCandidate) {
   }
   // Verification ran before timing: every ok trial has a finite error within tolerance, and
   // kernels this short are timed as batches of launches.
-  for (const auto& t : report.trials) {
+  for (std::size_t i = 0; i < report.trials.size(); ++i) {
+    const auto& t = report.trials[i];
     if (t.status != TrialStatus::ok) continue;
     EXPECT_LE(t.verify_error, 1e-3);
-    // A candidate clearly slower than the best so far stops after 3 samples.
+    // A candidate clearly slower than the best so far stops after 3 samples and cannot win. Its
+    // median is not compared with the winner's: the stop compared it with the best median known
+    // then, and the winner's median is from the interleaved re-timing (on the H100, a stopped
+    // 6.43 us trial sat beside a winner re-timed at 6.46 us).
     EXPECT_GE(t.repetitions, 3);
-    if (t.detail.find("stopped") != std::string::npos) EXPECT_GT(t.median_ms, winner.median_ms);
+    if (t.detail.find("stopped") != std::string::npos) EXPECT_NE(i, *report.winner) << t.detail;
   }
   EXPECT_GE(winner.repetitions, 10);
   const auto tiny = tune({"vector_add", "fp32", {{"n", 1}}, "test"}, options);
