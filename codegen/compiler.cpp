@@ -14,6 +14,7 @@
 #include <cstdlib>
 
 #include "codegen/cubin.hpp"
+#include "codegen/expr_kernel.hpp"
 #include "codegen/toolkit.hpp"
 #include "core/check.hpp"
 #include "core/log.hpp"
@@ -108,6 +109,26 @@ std::shared_ptr<const CompiledModule> run_nvrtc(const GeneratedSource& source, c
   return module;
 }
 
+// An expression kernel: the program parsed back from its canonical text, lowered to LLVM IR,
+// PTX (NVPTX) and a cubin (nvJitLink). A failure here is Error(compile) like NVRTC's.
+std::shared_ptr<const CompiledModule> run_llvm(const GeneratedSource& source, const std::string& arch, std::string key) {
+  const auto started = std::chrono::steady_clock::now();
+  auto module = std::make_shared<CompiledModule>();
+  module->source = source;
+  module->arch = arch;
+  module->compile_key = std::move(key);
+  expr::LoweredKernel lowered = expr::lower_canonical(source.expression, source.config, arch);
+  module->lowered_name = lowered.name;
+  module->ptx = std::move(lowered.ptx);
+  module->cubin = std::move(lowered.cubin);
+  module->resources = read_cubin_resources(module->cubin, module->lowered_name);
+  module->compile_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+  detail::logger().debug("lowered {} for {} in {:.1f} ms ({} registers)", source.name_expression, arch,
+                         module->compile_ms, module->resources.registers);
+  return module;
+}
+
 }  // namespace
 
 GeneratedSource specialize(const templates::KernelDescriptor& kernel, const Shape& shape, const std::string& dtype,
@@ -120,6 +141,15 @@ GeneratedSource specialize(const templates::KernelDescriptor& kernel, const Shap
   out.header = kernel.header;
   out.name_expression = kernel.name_expression(config, shape, templates::dtype_info(dtype));
   out.file_name = file_name_for(kernel.name, dtype, config);
+  if (!kernel.expression.empty()) {
+    // The source is all the compile key reads of an expression kernel: the canonical expression,
+    // the configuration (all the lowering sees) and the LLVM identity.
+    out.expression = kernel.expression;
+    out.file_name.replace(out.file_name.size() - 3, 3, ".expr");
+    out.source = fmt::format("// gmjit expression config {{{}}}, {}\n{}\n", format_assignments(config),
+                             expr::lowering_identity(), kernel.expression);
+    return out;
+  }
   // The problem shape stays out of the text: it reaches the code only through the name
   // expression's template arguments, so every shape that agrees on those shares one source, one
   // compile key and one cubin (an inference server meets a new sequence length per request).
@@ -200,11 +230,16 @@ std::string compile_key(const GeneratedSource& source, const std::string& arch) 
   auto feed = [&](const std::string& part) { XXH3_128bits_update(&state, part.c_str(), part.size() + 1); };
   feed(kCompileKeySchema);
   feed(source.source);
-  feed(source.name_expression);
-  const auto reached = templates::reachable(source.header);
-  for (const auto& [name, text] : reached->headers) {
-    feed(name);
-    feed(*text);
+  // An expression's source holds everything its machine code depends on; the kernel's name (in
+  // its name expression) does not, and its virtual header need not be registered
+  // (compile_expression keys a kernel it does not register).
+  if (source.expression.empty()) {
+    feed(source.name_expression);
+    const auto reached = templates::reachable(source.header);
+    for (const auto& [name, text] : reached->headers) {
+      feed(name);
+      feed(*text);
+    }
   }
   for (const auto& option : canonical_options(arch)) feed(option);
   const auto& nvrtc = nvrtc_identity();
@@ -278,7 +313,7 @@ Compiler::Result Compiler::compile(const GeneratedSource& source, const std::str
   }
   if (pending.valid()) return {pending.get(), true};
   try {
-    auto module = run_nvrtc(source, arch, key);
+    auto module = source.expression.empty() ? run_nvrtc(source, arch, key) : run_llvm(source, arch, key);
     promise.set_value(module);
     return {std::move(module), false};
   } catch (...) {

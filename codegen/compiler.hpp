@@ -25,6 +25,9 @@ struct GeneratedSource {
   std::string name_expression;
   std::string file_name;  // e.g. sgemm_bm128_bn128_....cu, for logs and dumps
   std::string source;
+  // Non-empty for an expression kernel: its canonical text, lowered through LLVM (expr_lower)
+  // rather than compiled by NVRTC; `source` then holds it with the configuration.
+  std::string expression;
 };
 
 // `config` must be valid (templates::resolve_config / valid_configs).

@@ -599,8 +599,17 @@ std::string violation(const Program& program, const LowerParams& params) {
   if (params.items < 1 || params.items > kMaxItems) {
     return "items must be in [1, " + std::to_string(kMaxItems) + "], not " + std::to_string(params.items);
   }
-  if (params.vector != 1 && params.vector != 2 && params.vector != 4) {
-    return "vector must be 1, 2 or 4, not " + std::to_string(params.vector);
+  if (params.vector != 1 && params.vector != 2 && params.vector != 4 && params.vector != 8) {
+    return "vector must be 1, 2, 4 or 8, not " + std::to_string(params.vector);
+  }
+  // 8 elements are one 16-byte access only at 16-bit storage; 32 bytes of f32 would be two.
+  if (params.vector == 8) {
+    for (const auto& in : program.inputs()) {
+      if (storage_bytes(in.dtype) != 2) return "vector 8 needs 16-bit storage, but input '" + in.name + "' is fp32";
+    }
+    for (const auto& out : program.outputs()) {
+      if (storage_bytes(out.dtype) != 2) return "vector 8 needs 16-bit storage, but output '" + out.name + "' is fp32";
+    }
   }
   if (program.has_reduction() && params.threads_per_row != kWarp && params.threads_per_row != params.block) {
     return "threads_per_row must be 32 (a warp per row) or block (" + std::to_string(params.block) +

@@ -42,7 +42,8 @@ inline constexpr int kMaxItems = 16;
 struct LowerParams {
   int block = 256;  ///< threads per block: a multiple of 32 in [32, 1024]
   int items = 4;    ///< chunks of `vector` elements each thread handles per loop step, 1..kMaxItems
-  int vector = 1;   ///< elements per load and store: 1, 2 or 4 (cols % vector == 0 when > 1)
+  int vector = 1;   ///< elements per load and store: 1, 2, 4, or 8 where every tensor is 16-bit (one 16-byte
+                    ///< access); cols % vector == 0 when > 1
   /// Programs with reductions: the threads that share one row, 32 (a warp per row, combined with
   /// shuffles) or == block (a block per row: shuffles, then shared memory across the warps).
   /// Ignored by pointwise programs.

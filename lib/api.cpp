@@ -140,7 +140,8 @@ CompileOutputs write_compile_outputs(const CompileResult& result, const std::str
   const std::string stem = std::filesystem::path(result.file_name).stem().string();
   const std::string resources = resources_json(result);
   return detail::write_outputs(directory, stem,
-                               {{stem + ".cu", result.source},
+                               // .cu for a template's translation unit, .expr for an expression's text
+                               {{stem + std::filesystem::path(result.file_name).extension().string(), result.source},
                                 {stem + ".ptx", result.ptx},
                                 {"resources.json", resources},
                                 {stem + ".log", result.log}},

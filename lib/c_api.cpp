@@ -234,6 +234,15 @@ gmjit_status gmjit_register_kernel_file(const char* manifest_path, char** name_o
   });
 }
 
+gmjit_status gmjit_register_expression(const char* name, const char* expression, const char* dtype, char** name_out) {
+  clear(name_out);
+  return guarded([&] {
+    const std::string chosen = gmjit::register_expression(optional_text(name), required_text(expression, "expression"),
+                                                          dtype && *dtype ? dtype : "fp32");
+    if (name_out) *name_out = owned_copy(chosen);
+  });
+}
+
 gmjit_status gmjit_compile(const char* kernel, const char* dtype, const char* const* shape_keys,
                            const int64_t* shape_values, size_t shape_count, const char* const* config_keys,
                            const int64_t* config_values, size_t config_count, const char* arch, const char* out_dir,

@@ -1,13 +1,13 @@
 // The facade over the LLVM code generator: expression text -> checked program -> lowered kernel.
-#define XXH_INLINE_ALL
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <xxhash.h>
 
 #include <chrono>
 
 #include "codegen/cubin.hpp"
 #include "codegen/expr.hpp"
+#include "codegen/compiler.hpp"
+#include "codegen/expr_kernel.hpp"
 #include "codegen/expr_lower.hpp"
 #include "codegen/nvptx.hpp"
 #include "core/device.hpp"
@@ -18,31 +18,13 @@
 namespace gmjit {
 namespace {
 
-// Bumped whenever the lowering changes what a program and its parameters compile to.
-constexpr int kExpressionKeySchema = 1;
-
-const std::vector<ParamInfo>& params() {
-  static const std::vector<ParamInfo> domains = {
-      {"block", {64, 128, 256, 512, 1024}, "threads per block"},
-      {"items", {1, 2, 4, 8}, "chunks of `vector` elements each thread handles per loop step"},
-      {"vector", {1, 2, 4}, "elements per load and store (must divide cols)"},
-      {"threads_per_row", {32, 64, 128, 256, 512, 1024},
-       "programs with reductions: threads sharing one row, 32 (a warp) or the whole block; pointwise "
-       "programs ignore it"},
-  };
-  return domains;
-}
-
-const Config& default_config() {
-  static const Config config = {{"block", 256}, {"items", 4}, {"vector", 1}, {"threads_per_row", 32}};
-  return config;
-}
+namespace ex = codegen::expr;
 
 Config complete_config(const Config& partial) {
-  Config config = default_config();
+  Config config = ex::default_config();
+  const auto& domains = ex::param_domains();
   for (const auto& [key, value] : partial) {
-    const auto& domains = params();
-    const auto param = std::find_if(domains.begin(), domains.end(), [&](const ParamInfo& p) { return p.name == key; });
+    const auto param = std::find_if(domains.begin(), domains.end(), [&](const auto& p) { return p.name == key; });
     if (param == domains.end()) {
       throw Error(ErrorKind::usage, 0,
                   fmt::format("'{}={}': expressions have no parameter '{}' (block, items, vector, threads_per_row)",
@@ -69,23 +51,23 @@ std::int64_t dimension(const Shape& shape, const char* key) {
   return found->second;
 }
 
-std::string compile_key(const std::string& canonical, const Config& config, const std::string& arch) {
-  std::string text = fmt::format("gmjit-expression {}\n{}\n", kExpressionKeySchema, canonical);
-  for (const auto& [key, value] : config) text += fmt::format("{}={}\n", key, value);
-  text += arch + "\n" + codegen::nvptx_identity().key();
-  return fmt::format("{:016x}", XXH3_64bits(text.data(), text.size()));
-}
-
-
 }  // namespace
 
-std::vector<ParamInfo> expression_params() { return params(); }
+std::vector<ParamInfo> expression_params() {
+  std::vector<ParamInfo> out;
+  for (const auto& domain : ex::param_domains()) out.push_back({domain.name, domain.values, domain.doc});
+  return out;
+}
+
+std::string register_expression(const std::string& name, const std::string& expression, const std::string& dtype) {
+  return ex::register_kernel(name, expression, ex::parse_dtype(dtype)).name;
+}
 
 ExpressionCompileResult compile_expression(const ExpressionRequest& request) {
   const auto started = std::chrono::steady_clock::now();
-  codegen::expr::ParseOptions options;
-  options.default_dtype = codegen::expr::parse_dtype(request.dtype);
-  const codegen::expr::Program program = codegen::expr::parse(request.expression, options);
+  ex::ParseOptions options;
+  options.default_dtype = ex::parse_dtype(request.dtype);
+  const ex::Program program = ex::parse(request.expression, options);
   for (const auto& [key, value] : request.shape) {
     if (key != "rows" && key != "cols") {
       throw Error(ErrorKind::usage, 0,
@@ -94,13 +76,12 @@ ExpressionCompileResult compile_expression(const ExpressionRequest& request) {
   }
   const std::int64_t rows = dimension(request.shape, "rows");
   const std::int64_t cols = dimension(request.shape, "cols");
+  const Shape shape = {{"rows", rows}, {"cols", cols}};
   const Config config = complete_config(request.config);
-  codegen::expr::LowerParams lower_params;
-  lower_params.block = static_cast<int>(config.at("block"));
-  lower_params.items = static_cast<int>(config.at("items"));
-  lower_params.vector = static_cast<int>(config.at("vector"));
-  lower_params.threads_per_row = static_cast<int>(config.at("threads_per_row"));
-  if (const std::string why = codegen::expr::violation(program, lower_params, rows, cols); !why.empty()) {
+  // The descriptor a registration of this expression would put in the catalog: its rules, and
+  // the compile key the Runtime's binary cache files this configuration under.
+  const templates::KernelDescriptor kernel = ex::describe(ex::default_kernel_name(program), program);
+  if (const std::string why = kernel.violation(config, shape); !why.empty()) {
     throw Error(ErrorKind::usage, 0, fmt::format("'{}': {}", format_assignments(config), why));
   }
   std::string arch = request.arch;
@@ -108,19 +89,19 @@ ExpressionCompileResult compile_expression(const ExpressionRequest& request) {
     detail::Context context(0);
     arch = detail::query_device(0).arch;
   }
-  const auto lowered = codegen::expr::lower(program, lower_params, arch);
+  const auto lowered = ex::lower(program, ex::lower_params(config), arch);
 
   ExpressionCompileResult out;
-  out.canonical = codegen::expr::to_canonical(program);
+  out.canonical = kernel.expression;
   out.arch = arch;
-  out.shape = {{"rows", rows}, {"cols", cols}};
+  out.shape = shape;
   out.config = config;
   for (const auto& input : program.inputs()) {
-    const bool row = input.kind == codegen::expr::InputKind::row;
-    out.tensors.push_back({input.name, false, codegen::expr::to_string(input.dtype), row, row ? cols : rows * cols});
+    const bool row = input.kind == ex::InputKind::row;
+    out.tensors.push_back({input.name, false, ex::to_string(input.dtype), row, row ? cols : rows * cols});
   }
   for (const auto& output : program.outputs()) {
-    out.tensors.push_back({output.name, true, codegen::expr::to_string(output.dtype), false, rows * cols});
+    out.tensors.push_back({output.name, true, ex::to_string(output.dtype), false, rows * cols});
   }
   out.kernel_name = lowered.name;
   out.llvm_ir = lowered.ir;
@@ -128,7 +109,7 @@ ExpressionCompileResult compile_expression(const ExpressionRequest& request) {
   out.cubin = lowered.cubin;
   out.resources = codegen::read_cubin_resources(lowered.cubin, lowered.name);
   out.geometry = lowered.geometry(program, rows, cols);
-  out.compile_key = compile_key(out.canonical, config, arch);
+  out.compile_key = codegen::compile_key(codegen::specialize(kernel, shape, kernel.dtypes.front(), config), arch);
   out.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
   return out;
 }

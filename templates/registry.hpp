@@ -216,6 +216,10 @@ struct KernelDescriptor {
   // tuner can register the same kernel in its worker processes.
   std::string manifest_json;
   std::string header_source;
+  // Non-empty for a kernel generated from an expression (codegen/expr_kernel.hpp): its canonical
+  // text, which the compiler lowers through LLVM instead of compiling `header` with NVRTC, and
+  // which a worker process registers the same kernel from.
+  std::string expression;
 };
 
 // The bound applied to `kernel`'s outputs of `dtype`: its element_bound hook, else the default.

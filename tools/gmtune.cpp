@@ -592,7 +592,17 @@ int main(int argc, char** argv) {
   const std::string budget_help = "stop after N evaluated candidates (e.g. 40) or after a time (e.g. 30s)";
   const std::string db_help = "cache file (default: $GMJIT_CACHE, $XDG_CACHE_HOME/gmjit/gmjit.db, ~/.cache/gmjit/gmjit.db)";
   auto* tune = app.add_subcommand("tune", "tune one problem on the GPU and print every candidate");
-  tune->add_option("kernel", kernel, "kernel name")->required();
+  auto* tune_kernel = tune->add_option("kernel", kernel, "kernel name (gmtune list)");
+  std::string tune_expression, expression_name;
+  auto* tune_expr = tune->add_option(
+      "--expr", tune_expression,
+      "instead of a kernel, tune one generated from an expression through LLVM, e.g. \"y = silu(a) * b\" "
+      "(README: Expressions); --dtype is then its undeclared inputs' dtype, --shape gives rows and cols, and it "
+      "is recorded under --name");
+  tune->add_option("--name", expression_name,
+                   "with --expr: the kernel's name in the cache (default: expr_ and a hash of the expression)");
+  tune_kernel->excludes(tune_expr);
+  tune_expr->excludes(tune_kernel);
   tune->add_option("--shape", shape, "problem, e.g. n=1048576")->required();
   tune->add_option("--dtype", dtype, "data type (default: the kernel's first)");
   tune->add_option("--strategy", search.strategy, strategy_help);
@@ -699,7 +709,17 @@ int main(int argc, char** argv) {
       return kUsage;
     }
     if (compile->parsed()) return run_compile(kernel, shape, config, dtype, arch, out_dir);
-    if (tune->parsed()) return run_tune(kernel, shape, dtype, search, no_record, json);
+    if (tune->parsed()) {
+      if (!tune_expression.empty()) {
+        kernel = gmjit::register_expression(expression_name, tune_expression, dtype.empty() ? "fp32" : dtype);
+        std::cerr << "gmtune: tuning the expression as kernel " << kernel << "\n";
+        dtype.clear();  // the problem's dtype is the expression's output's
+      } else if (kernel.empty()) {
+        std::cerr << "gmtune tune: give a kernel (gmtune list) or --expr\n";
+        return kUsage;
+      }
+      return run_tune(kernel, shape, dtype, search, no_record, json);
+    }
     if (sweep->parsed()) return run_sweep(sweep_request, search);
     if (show->parsed()) return run_show(db, kernel, device_filter, json, csv);
     if (export_cmd->parsed()) {

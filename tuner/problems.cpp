@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "cache/store.hpp"
+#include "codegen/expr_kernel.hpp"
 #include "gmjit/error.hpp"
 #include "gmjit/tune.hpp"
 #include "core/log.hpp"
@@ -123,6 +124,20 @@ std::vector<Problem> parse_shapes(const std::string& text, const std::string& so
     }
     if (const auto preset_keys = rules.sweep_keys.find(kernel); preset_keys != rules.sweep_keys.end()) {
       for (const auto& [key, value] : preset_keys->second) shared_keys.emplace(key, value);
+    }
+    // A sweep of a generated kernel carries its expression; its dtype is that of the inputs the
+    // text leaves undeclared, and each problem's dtype is then the expression's output's.
+    if (entry.contains("expr")) {
+      if (!entry["expr"].is_string()) {
+        throw Error(ErrorKind::usage, 0, where + ": \"expr\" must be a string, e.g. \"y = silu(a) * b\"");
+      }
+      try {
+        codegen::expr::register_kernel(kernel, entry["expr"].get<std::string>(),
+                                       dtype.empty() ? codegen::expr::Dtype::f32 : codegen::expr::parse_dtype(dtype));
+      } catch (const Error& e) {
+        throw Error(ErrorKind::usage, 0, fmt::format("{} ({}): expr: {}", where, kernel, e.message()));
+      }
+      dtype.clear();
     }
     if (rules.skip_unknown_kernels && !in_catalog(kernel)) {
       skipped.push_back(fmt::format("{}{}{} ({} shapes)", kernel, dtype.empty() ? "" : " ", dtype,

@@ -318,9 +318,11 @@ class Tuning {
     if (!kernel_.manifest_json.empty()) {
       frame.header["user_kernel"] = {{"manifest", kernel_.manifest_json}, {"source", kernel_.header_source}};
     }
+    // So is an expression's, and its reference (the program evaluated in float64) with it.
+    if (!kernel_.expression.empty()) frame.header["expression"] = {{"name", kernel_.name}, {"text", kernel_.expression}};
     // A user's host reference exists in this process only: it runs here, on the inputs the worker
-    // will generate from the same seed. A built-in's runs in the worker.
-    if (kernel_.host_reference && templates::is_user_kernel(kernel_.name)) {
+    // will generate from the same seed. A built-in's or an expression's runs in the worker.
+    if (kernel_.host_reference && templates::is_user_kernel(kernel_.name) && kernel_.expression.empty()) {
       try {
         const auto inputs = widen_inputs(kernel_, problem_.shape, *dtype_,
                                          random_inputs(kernel_, problem_.shape, *dtype_, options_.seed));

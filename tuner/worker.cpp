@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "codegen/compiler.hpp"
+#include "codegen/expr_kernel.hpp"
 #include "gmjit/error.hpp"
 #include "core/device.hpp"
 #include "core/log.hpp"
@@ -119,6 +120,10 @@ ProblemRequest read_problem(const Frame& frame) {
   if (h.contains("user_kernel")) {
     templates::register_manifest_kernel(h["user_kernel"].at("manifest").get<std::string>(),
                                         h["user_kernel"].at("source").get<std::string>());
+  }
+  if (h.contains("expression")) {
+    codegen::expr::register_kernel(h["expression"].at("name").get<std::string>(),
+                                   h["expression"].at("text").get<std::string>());
   }
   ProblemRequest request;
   request.kernel = &templates::find_kernel(h.at("kernel").get<std::string>());

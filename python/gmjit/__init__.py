@@ -15,7 +15,7 @@ from ._native import GmjitError, UsageError, MISS_POLICIES
 
 __all__ = [
     "GmjitError", "UsageError", "Runtime", "api_version", "version", "list_kernels", "describe",
-    "compile", "register_kernel", "register_kernel_file", "tune", "launch", "runtime", "configure",
+    "compile", "register_kernel", "register_kernel_file", "expression", "tune", "launch", "runtime", "configure",
     "register_torch_ops",
 ]
 
@@ -70,6 +70,23 @@ def register_kernel_file(path):
     name = _native.call_for_text(lib.gmjit_register_kernel_file, str(path).encode())
     _forget_descriptions()
     return name
+
+
+def expression(text, dtype="fp32", name=None):
+    """Registers a kernel generated from an expression (README.md, "Expressions"), e.g.
+    gmjit.expression("y = silu(a) * b", dtype="bf16"), and returns a function that launches it on
+    torch tensors like gmjit.launch: inputs in the text's order (declared ones first), rows and
+    cols read from them (leading dimensions fold into rows), outputs allocated like the first input
+    of their size unless `out` is given. `dtype` is that of the inputs the text does not declare.
+    The kernel is named `name` (default: expr_ and a hash of the text) and is resolved, tuned and
+    cached like any catalog kernel: gmjit.tune(f.kernel, {"rows": ..., "cols": ...}) tunes it."""
+    lib = _native.library()
+    kernel = _native.call_for_text(lib.gmjit_register_expression, _native.text(name or ""), text.encode(),
+                                   _native.text(dtype))
+    _forget_descriptions()
+    function = _kernel_function(kernel, f"generated from the expression {text!r}")
+    function.kernel = kernel
+    return function
 
 
 def _forget_descriptions():

@@ -9,7 +9,7 @@ import pathlib
 import sys
 import threading
 
-API_VERSION = 1  # GMJIT_API_VERSION this module was written against
+API_VERSION = 2  # GMJIT_API_VERSION this module was written against
 
 _STATUS_NAMES = {
     1: "usage", 2: "driver", 3: "nvrtc", 4: "compile", 5: "device_limit", 6: "launch",
@@ -156,6 +156,7 @@ def _declare(lib):
         "gmjit_describe": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, *shape, out_text]),
         "gmjit_register_kernel": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, out_text]),
         "gmjit_register_kernel_file": (ctypes.c_int, [ctypes.c_char_p, out_text]),
+        "gmjit_register_expression": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, out_text]),
         "gmjit_compile": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, *shape, c_char_pp, i64p,
                                          ctypes.c_size_t, ctypes.c_char_p, ctypes.c_char_p, out_text]),
     }

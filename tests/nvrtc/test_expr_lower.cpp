@@ -225,8 +225,11 @@ TEST(ExprLower, InvalidParamsAreUsageErrorsNamingTheRule) {
   expect_usage([&] { ex::lower(pointwise, {0, 4, 1, 32}, kArch); }, "not 0");
   expect_usage([&] { ex::lower(pointwise, {256, 0, 1, 32}, kArch); }, "items must be in [1, 16]");
   expect_usage([&] { ex::lower(pointwise, {256, 17, 1, 32}, kArch); }, "items must be in [1, 16]");
-  expect_usage([&] { ex::lower(pointwise, {256, 4, 3, 32}, kArch); }, "vector must be 1, 2 or 4");
-  expect_usage([&] { ex::lower(pointwise, {256, 4, 8, 32}, kArch); }, "vector must be 1, 2 or 4");
+  expect_usage([&] { ex::lower(pointwise, {256, 4, 3, 32}, kArch); }, "vector must be 1, 2, 4 or 8");
+  expect_usage([&] { ex::lower(pointwise, {256, 4, 16, 32}, kArch); }, "vector must be 1, 2, 4 or 8");
+  expect_usage([&] { ex::lower(pointwise, {256, 4, 8, 32}, kArch); }, "vector 8 needs 16-bit storage, but input 'x' is fp32");
+  expect_usage([&] { ex::lower(ex::parse("x: bf16; y = fp32(x)"), {256, 4, 8, 32}, kArch); },
+               "vector 8 needs 16-bit storage, but output 'y' is fp32");
   expect_usage([&] { ex::lower(rows, {256, 4, 1, 64}, kArch); }, "threads_per_row must be 32 (a warp per row) or block");
   expect_usage([&] { ex::lower(rows, {256, 4, 1, 512}, kArch); }, "threads_per_row must be 32");
   expect_usage([&] { ex::geometry(pointwise, {256, 4, 2, 32}, 4, 7); }, "vector = 2 needs cols % vector == 0, but cols = 7");

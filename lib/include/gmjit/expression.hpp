@@ -50,13 +50,27 @@ struct ExpressionCompileResult {
   ResourceUsage resources;  ///< read from the cubin (spill sizes unknown: spills_known false)
   LaunchGeometry geometry;  ///< at the request's shape
   /// Covers the canonical expression, the parameters, the arch, the LLVM version, the PTX ISA,
-  /// libdevice's hash and nvJitLink's version.
+  /// libdevice's hash and nvJitLink's version: the key the Runtime's binary cache files the same
+  /// configuration of a registered expression under.
   std::string compile_key;
   double compile_ms = 0;
 };
 
 /// The parameters a generated kernel is tuned over, with their domains and defaults.
 std::vector<ParamInfo> expression_params();
+
+/// Registers `expression` as a kernel of the catalog, so that it is resolved, tuned, cached, swept
+/// and launched by name like a template (Runtime::launch, gmjit::tune, `gmtune sweep`): problem
+/// keys rows and cols, parameters expression_params(), tensors the inputs in the text's order
+/// then the outputs (list_kernels() describes them), scalars rows and cols added by the launch.
+/// Its reference is the expression evaluated in float64 on the host. `name` empty: "expr_" and 8
+/// hex digits of the canonical text's hash. Registering a name again replaces that expression
+/// (its problem keys change with the text, so no winner of the old one is served for it).
+/// @return the kernel's name
+/// @throws Error(usage) for text that does not parse or type-check, an unknown dtype, a name that
+///   is not an identifier or belongs to a built-in or a manifest's kernel.
+std::string register_expression(const std::string& name, const std::string& expression,
+                                 const std::string& dtype = "fp32");
 
 /// Parses, checks and compiles an expression for a problem.
 /// @throws Error(usage) for text that does not parse or type-check (the message names the column),

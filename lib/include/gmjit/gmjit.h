@@ -32,7 +32,7 @@
 extern "C" {
 #endif
 
-#define GMJIT_API_VERSION 1
+#define GMJIT_API_VERSION 2
 
 #if defined(__GNUC__)
 #define GMJIT_C_API __attribute__((visibility("default")))
@@ -119,6 +119,14 @@ GMJIT_C_API gmjit_status gmjit_describe(const char* kernel, const char* dtype, c
 GMJIT_C_API gmjit_status gmjit_register_kernel(const char* manifest_json, const char* cuh_source, char** name_out);
 /* The same from a manifest file, whose "header_file" is read relative to it. */
 GMJIT_C_API gmjit_status gmjit_register_kernel_file(const char* manifest_path, char** name_out);
+
+/* Registers a kernel generated from an expression (README.md, "Expressions"), e.g.
+ * "y = silu(a) * b", whose undeclared inputs take `dtype` (NULL: fp32); `name` NULL or "" names
+ * it expr_ and a hash of the text. Its problem keys are rows and cols; it then launches, resolves
+ * and tunes by name like any catalog kernel. Its name goes to *name_out (may be NULL). Since
+ * GMJIT_API_VERSION 2. */
+GMJIT_C_API gmjit_status gmjit_register_expression(const char* name, const char* expression, const char* dtype,
+                                                   char** name_out);
 
 /* Compiles one configuration (parameters not given take their defaults) for `arch` (NULL or "":
  * device 0's; "sm_90a" needs no GPU). With `out_dir`, writes what `gmtune compile --out` writes
