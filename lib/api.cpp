@@ -63,7 +63,7 @@ nlohmann::json kernel_json(const KernelInfo& k) {
   return {{"name", k.name}, {"summary", k.summary}, {"header", k.header},
           {"template_hash", k.template_hash}, {"problem_keys", k.problem_keys}, {"data_keys", data_keys},
           {"tensors", tensors}, {"dtypes", k.dtypes}, {"params", params},
-          {"default_config", k.default_config}, {"constraints", k.constraints}};
+          {"default_config", k.default_config}, {"constraints", k.constraints}, {"user", k.user}};
 }
 
 

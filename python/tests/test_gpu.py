@@ -105,6 +105,27 @@ def test_layernorm(torch, dtype):
     close(torch, y, want, *TOLERANCE[dtype])
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_expressions(torch, dtype):
+    short = {"float32": "fp32", "bfloat16": "bf16"}[dtype]
+    silu_mul = gmjit.expression("y = silu(a) * b", dtype=short)
+    a, b = rand(torch, 3, 37, 129, dtype=dtype), rand(torch, 3, 37, 129, dtype=dtype)
+    y = silu_mul(a, b)
+    assert y.shape == a.shape and y.dtype == a.dtype
+    close(torch, y, torch.nn.functional.silu(a.double()) * b.double(), *TOLERANCE[dtype])
+
+    rmsnorm = gmjit.expression(f"w: {short}[cols]; y = x * rsqrt(mean(x * x) + 1e-6) * w", dtype=short,
+                               name=f"py_rmsnorm_{short}")
+    x, w = rand(torch, 65, 1000, dtype=dtype), rand(torch, 1000, dtype=dtype)
+    out = poisoned(torch, x.shape, x.dtype)
+    assert rmsnorm(w, x, out=out) is out
+    xd = x.double()
+    want = xd * torch.rsqrt((xd * xd).mean(-1, keepdim=True) + 1e-6) * w.double()
+    close(torch, out, want, *TOLERANCE[dtype])
+    with pytest.raises(gmjit.UsageError, match="x has"):
+        rmsnorm(w, rand(torch, 65, 999, dtype=dtype))
+
+
 def test_vector_sum(torch):
     x = rand(torch, 1000003)
     y = gmjit.vector_sum(x)

@@ -45,6 +45,20 @@ def test_describe_gives_counts_and_dtypes_at_a_shape():
     assert wide["tensors"][1]["resolved_dtype"] == "i64" and wide["problem"]["shape"]["i64_counts"] == 1
 
 
+def test_expressions_register_as_catalog_kernels():
+    f = gmjit.expression("w: bf16[cols]; y = x * rsqrt(mean(x * x) + 1e-6) * w", dtype="bf16", name="py_unit_rmsnorm")
+    assert f.kernel == "py_unit_rmsnorm" and f.__name__ == "py_unit_rmsnorm"
+    d = gmjit.describe(f.kernel, {"rows": 7, "cols": 33})
+    assert d["problem"] == {"dtype": "bf16", "shape": {"rows": 7, "cols": 33}}
+    assert [(t["name"], t["role"], t["count"], t["resolved_dtype"]) for t in d["tensors"]] == [
+        ("w", "input", 33, "bf16"), ("x", "input", 231, "bf16"), ("y", "output", 231, "bf16")]
+    assert gmjit.expression("y = silu(a) * b").kernel.startswith("expr_")
+    with pytest.raises(gmjit.UsageError, match="column 5: unknown function 'foo'"):
+        gmjit.expression("y = foo(a)")
+    with pytest.raises(gmjit.UsageError, match="fp32"):
+        gmjit.expression("y = a", dtype="int8")
+
+
 def test_bad_arguments_raise_usage_errors_naming_the_problem():
     with pytest.raises(gmjit.UsageError, match="no_such_kernel"):
         gmjit.describe("no_such_kernel")
@@ -100,7 +114,9 @@ def test_python_m_gmjit_runs_gmtune():
     done = subprocess.run([sys.executable, "-m", "gmjit", "list", "--json"], capture_output=True, text=True,
                           env=os.environ)
     assert done.returncode == 0, done.stderr
-    assert [k["name"] for k in json.loads(done.stdout)["kernels"]] == [k["name"] for k in gmjit.list_kernels()]
+    # The kernels this process registered (expressions, user kernels) are its own.
+    built_in = [k["name"] for k in gmjit.list_kernels() if not k["user"]]
+    assert [k["name"] for k in json.loads(done.stdout)["kernels"]] == built_in
 
 
 @pytest.mark.skipif(os.environ.get("GMJIT_TEST_NVRTC") != "1", reason="compiles with NVRTC: the nvrtc tier")
