@@ -164,7 +164,7 @@ std::vector<ex::LowerParams> sweep(const ex::Program& program, std::int64_t rows
   std::vector<ex::LowerParams> out;
   for (const int block : {128, 256, 512}) {
     for (const int items : {1, 2, 4, 8}) {
-      for (const int vector : {1, 2, 4}) {
+      for (const int vector : {1, 2, 4, 8}) {
         for (const int group : {32, block}) {
           ex::LowerParams p{block, items, vector, group};
           if (!program.has_reduction() && group != 32) continue;

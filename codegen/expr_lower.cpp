@@ -472,6 +472,85 @@ class Lowering {
     return totals;
   }
 
+  // The reductions of depth p with their accumulators, set to their identities.
+  std::pair<std::vector<NodeId>, std::vector<llvm::AllocaInst*>> start_pass(int p, const std::vector<llvm::AllocaInst*>& accumulators) {
+    const auto& reductions = program_.reductions();
+    std::vector<NodeId> pass;
+    std::vector<llvm::AllocaInst*> pass_accumulators;
+    for (std::size_t i = 0; i < reductions.size(); ++i) {
+      if (program_.node(reductions[i]).reduction_depth != p) continue;
+      pass.push_back(reductions[i]);
+      pass_accumulators.push_back(accumulators[i]);
+      b_.CreateStore(identity(program_.node(reductions[i]).op), accumulators[i]);
+    }
+    return {pass, pass_accumulators};
+  }
+
+  // The group's totals of pass p, then what depends only on them (rsqrt(mean(x * x) + eps)): once
+  // per row.
+  void finish_pass(int p, const std::vector<NodeId>& pass, const std::vector<llvm::AllocaInst*>& pass_accumulators,
+                   llvm::Value* thread, llvm::Value* cols_f32) {
+    const std::vector<llvm::Value*> totals = group_combine(pass, pass_accumulators, thread);
+    for (std::size_t i = 0; i < pass.size(); ++i) {
+      const Node& n = program_.node(pass[i]);
+      row_[static_cast<std::size_t>(pass[i])] = n.op == Op::row_mean ? b_.CreateFDiv(totals[i], cols_f32) : totals[i];
+    }
+    const auto& nodes = program_.nodes();
+    for (std::size_t id = 0; id < nodes.size(); ++id) {
+      const Node& n = nodes[id];
+      if (n.shape != ShapeClass::per_row || is_reduction(n.op) || n.reduction_depth != p) continue;
+      std::vector<llvm::Value*> args;
+      for (const NodeId a : n.args) {
+        const auto ai = static_cast<std::size_t>(a);
+        args.push_back(program_.node(a).shape == ShapeClass::scalar ? scalar_[ai] : row_[ai]);
+      }
+      row_[id] = apply(n, args);
+    }
+  }
+
+  // One row held in registers: each lane's `items` chunks (lane + k * group) are loaded once, a
+  // chunk past the row's end reading the last chunk instead (a valid address) and contributing
+  // its reduction's identity; the passes run in straight-line code over the values, and only the
+  // chunks inside the row are stored, so no element is written twice (nor read after its
+  // write, in place).
+  void cached_row(llvm::Value* chunks, llvm::Value* lane, llvm::Value* thread, llvm::Value* cols_f32,
+                  const std::vector<llvm::AllocaInst*>& accumulators, const std::function<Chunk(llvm::Value*)>& chunk_at) {
+    const int v = params_.vector;
+    const int group = params_.threads_per_row;
+    llvm::Value* last = b_.CreateSub(chunks, i64(1), "last_chunk", true, true);
+    std::vector<Chunk> work;
+    std::vector<llvm::Value*> inside;
+    for (int k = 0; k < params_.items; ++k) {
+      llvm::Value* index = b_.CreateAdd(lane, i64(std::int64_t{k} * group), "chunk", true, true);
+      inside.push_back(b_.CreateICmpSLT(index, chunks, "inside"));
+      work.push_back(chunk_at(b_.CreateSelect(inside.back(), index, last)));
+    }
+    for (int p = 1; p <= program_.passes(); ++p) {
+      const auto [pass, pass_accumulators] = start_pass(p, accumulators);
+      for (std::size_t i = 0; i < pass.size(); ++i) {
+        const Node& n = program_.node(pass[i]);
+        llvm::Value* acc = b_.CreateLoad(f32_, pass_accumulators[i]);
+        for (std::size_t k = 0; k < work.size(); ++k) {
+          for (int j = 0; j < v; ++j) {
+            acc = combine(n.op, acc, b_.CreateSelect(inside[k], value(n.args[0], work[k], j), identity(n.op)));
+          }
+        }
+        b_.CreateStore(acc, pass_accumulators[i]);
+      }
+      finish_pass(p, pass, pass_accumulators, thread, cols_f32);
+    }
+    for (std::size_t k = 0; k < work.size(); ++k) {
+      auto* store = llvm::BasicBlock::Create(context_, "cached.store", function_);
+      auto* done = llvm::BasicBlock::Create(context_, "cached.stored", function_);
+      b_.CreateCondBr(inside[k], store, done);
+      b_.SetInsertPoint(store);
+      std::vector<Chunk> one{work[k]};
+      compute_and_store(one);
+      b_.CreateBr(done);
+      b_.SetInsertPoint(done);
+    }
+  }
+
   void build_row_kernel() {
     const int v = params_.vector;
     const int group = params_.threads_per_row;
@@ -524,15 +603,23 @@ class Lowering {
       return make_chunk(b_.CreateAdd(row_base, col, "element", true, true), col);
     };
     const std::int64_t span = std::int64_t{group} * params_.items;
+    // A row that fits in one step of the group (chunks <= group * items, the same for every row)
+    // is loaded once into registers and every pass reads it from there; a longer row is streamed
+    // from memory once per pass. The branch is uniform over the block, so barriers stay legal.
+    auto* cached = llvm::BasicBlock::Create(context_, "row.cached", function_);
+    auto* streamed = llvm::BasicBlock::Create(context_, "row.streamed", function_);
+    auto* next = llvm::BasicBlock::Create(context_, "row.next", function_);
+    b_.CreateCondBr(b_.CreateICmpSLE(chunks, i64(span), "row_fits"), cached, streamed);
+
+    b_.SetInsertPoint(cached);
+    cached_row(chunks, lane, thread, cols_f32, accumulators, chunk_at);
+    b_.CreateBr(next);
+
+    b_.SetInsertPoint(streamed);
+    // Per-row values of the cached path live in its blocks: none may be reused here.
+    std::fill(row_.begin(), row_.end(), nullptr);
     for (int p = 1; p <= program_.passes(); ++p) {
-      std::vector<NodeId> pass;
-      std::vector<llvm::AllocaInst*> pass_accumulators;
-      for (std::size_t i = 0; i < reductions.size(); ++i) {
-        if (program_.node(reductions[i]).reduction_depth != p) continue;
-        pass.push_back(reductions[i]);
-        pass_accumulators.push_back(accumulators[i]);
-        b_.CreateStore(identity(program_.node(reductions[i]).op), accumulators[i]);
-      }
+      const auto [pass, pass_accumulators] = start_pass(p, accumulators);
       walk(i64(0), i64(span), chunks, lane, group, [&](const std::vector<llvm::Value*>& indices) {
         for (llvm::Value* index : indices) {
           Chunk c = chunk_at(index);
@@ -544,29 +631,16 @@ class Lowering {
           }
         }
       });
-      const std::vector<llvm::Value*> totals = group_combine(pass, pass_accumulators, thread);
-      for (std::size_t i = 0; i < pass.size(); ++i) {
-        const Node& n = program_.node(pass[i]);
-        row_[static_cast<std::size_t>(pass[i])] = n.op == Op::row_mean ? b_.CreateFDiv(totals[i], cols_f32) : totals[i];
-      }
-      // What depends only on this pass's totals (rsqrt(mean(x * x) + eps)): once per row.
-      const auto& nodes = program_.nodes();
-      for (std::size_t id = 0; id < nodes.size(); ++id) {
-        const Node& n = nodes[id];
-        if (n.shape != ShapeClass::per_row || is_reduction(n.op) || n.reduction_depth != p) continue;
-        std::vector<llvm::Value*> args;
-        for (const NodeId a : n.args) {
-          const auto ai = static_cast<std::size_t>(a);
-          args.push_back(program_.node(a).shape == ShapeClass::scalar ? scalar_[ai] : row_[ai]);
-        }
-        row_[id] = apply(n, args);
-      }
+      finish_pass(p, pass, pass_accumulators, thread, cols_f32);
     }
     walk(i64(0), i64(span), chunks, lane, group, [&](const std::vector<llvm::Value*>& indices) {
       std::vector<Chunk> work;
       for (llvm::Value* index : indices) work.push_back(chunk_at(index));
       compute_and_store(work);
     });
+    b_.CreateBr(next);
+
+    b_.SetInsertPoint(next);
     b_.CreateStore(b_.CreateAdd(r, row_step, "", true, true), row);
     b_.CreateBr(header);
     b_.SetInsertPoint(exit);
