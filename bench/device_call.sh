@@ -2,6 +2,7 @@
 # gmjit-worker, gmjit_gpu_tests, bench_expr, pylib with pytest), logs under $OUT. $1 picks the part:
 # Several parts may be named in one call (e.g. `tier bench`), run in that order.
 #   tier   the gpu tier alone (GMJIT_REQUIRE_GPU=1), narrowed by TIER_FILTER
+#   python the Python suite on torch alone
 #   tests  the gpu tier outside gemm (GMJIT_REQUIRE_GPU=1; TIER_FILTER narrows it), the Python suite on torch, the per-call
 #          overhead of gmjit.softmax beside torch.softmax
 #   gemm   the gemm part of the gpu tier
@@ -14,13 +15,15 @@ case "$part" in
 tier)
   GTEST_FILTER="${TIER_FILTER:-*}" TIER_TIMEOUT="${TIER_TIMEOUT:-400}" bash bench/h200_run.sh $D tier 2>&1 | tail -30
   mv $OUT/logs.tgz $OUT/tier_only.tgz ;;
-tests)
-  GTEST_FILTER="${TIER_FILTER:--SM90/Gemm.*:SM90_GemmTune.*}" TIER_TIMEOUT="${TIER_TIMEOUT:-400}" bash bench/h200_run.sh $D tier 2>&1 | tail -30
-  mv $OUT/logs.tgz $OUT/tier.tgz
+tests|python)
+  if [ "$part" = tests ]; then
+    GTEST_FILTER="${TIER_FILTER:--SM90/Gemm.*:SM90_GemmTune.*}" TIER_TIMEOUT="${TIER_TIMEOUT:-400}" bash bench/h200_run.sh $D tier 2>&1 | tail -30
+    mv $OUT/logs.tgz $OUT/tier.tgz
+  fi
   export GMJIT_LIBRARY=$D/libgmjit.so.0 GMJIT_GMTUNE=$D/gmtune GMJIT_WORKER=$D/gmjit-worker PYTHONPATH=$PWD/python:$D/pylib GMJIT_TEST_NVRTC=1 GMJIT_CACHE=$(mktemp -d)/py.db
   python3 -c 'import torch; print(torch.__version__, torch.cuda.get_device_name())'
   timeout 170 python3 -m pytest python/tests -q -p no:cacheprovider -rs 2>&1 | tee $OUT/pytest.log | tail -15
-  timeout 100 python3 python/bench_overhead.py 2>&1 | tee $OUT/overhead.log | tail -14 ;;
+  [ "$part" = tests ] && timeout 100 python3 python/bench_overhead.py 2>&1 | tee $OUT/overhead.log | tail -14 ;;
 gemm)
   GTEST_FILTER='SM90/Gemm.*:SM90_GemmTune.*' TIER_TIMEOUT="${TIER_TIMEOUT:-450}" bash bench/h200_run.sh $D tier 2>&1 | tail -30
   mv $OUT/logs.tgz $OUT/tier_gemm.tgz ;;
@@ -28,6 +31,6 @@ bench)
   export GMJIT_GMTUNE=$D/gmtune GMJIT_WORKER=$D/gmjit-worker
   timeout 330 $D/bench_expr --db $(mktemp -d)/bench.db 2>&1 | tee $OUT/bench_expr.log
   timeout 200 python3 bench/torch_expr.py 2>&1 | tee $OUT/torch_expr.log | tail -12 ;;
-*) echo "device_call.sh: unknown part $part (tier, tests, gemm, bench)"; exit 2 ;;
+*) echo "device_call.sh: unknown part $part (tier, tests, python, gemm, bench)"; exit 2 ;;
 esac
 done

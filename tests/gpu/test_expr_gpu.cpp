@@ -4,16 +4,26 @@
 // grids smaller than geometry() asks (so every loop strides), and outputs written in place.
 // Inputs are fresh random values, never zero, rounded to their dtype before both sides see them;
 // outputs start as NaN (0xFF bytes) with guard bytes after them that must stay untouched.
-// Every driver call goes through core/'s wrappers, which throw on any error.
+// Every driver call goes through core/'s wrappers, which throw on any error. The host's share
+// (inputs, the reference, the comparison) runs on every core; the GPU's, on the test's thread.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <deque>
+#include <exception>
+#include <functional>
 #include <limits>
+#include <mutex>
 #include <random>
+#include <stdexcept>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "codegen/expr.hpp"
@@ -248,67 +258,232 @@ struct Launch {
 
 constexpr std::size_t kGuard = 64;
 
-// One lowered kernel on one problem: empty when every output matches the reference.
-std::string run(const Case& c, const ex::Program& program, const ex::LoweredKernel& lowered, detail::Kernel& kernel,
-                const Launch& launch, std::uint64_t seed) {
-  const std::int64_t rows = launch.rows;
-  const std::int64_t cols = launch.cols;
-  const auto n = static_cast<std::size_t>(rows * cols);
-  std::mt19937_64 rng(seed);
-  detail::Stream stream;
+// One launch of one lowered kernel, in three steps: prepare() and check() are host work alone and
+// run on worker threads (the inputs and the float64 reference of a problem of millions of
+// elements take a core most of a second), run_on_gpu() runs on the thread whose context is
+// current. Each step frees what the later ones no longer need.
+struct Job {
+  std::size_t kernel = 0;  // the (case, params) pair, an index into check_cases()'s list
+  Launch launch;
+  std::uint64_t seed = 0;
+  std::vector<std::vector<unsigned char>> input_bytes;  // prepare() -> run_on_gpu()
+  std::vector<std::vector<double>> reference;           // prepare() -> check()
+  std::vector<std::vector<unsigned char>> results;      // run_on_gpu() -> check(): outputs and guard bytes
+  std::string problems;                                 // empty when every output matches
+};
 
+// Fresh inputs from the launch's own seed, their storage bytes, and the reference on the same
+// values.
+void prepare(const Case& c, const ex::Program& program, Job& job) {
+  const std::int64_t rows = job.launch.rows;
+  const std::int64_t cols = job.launch.cols;
+  const auto n = static_cast<std::size_t>(rows * cols);
+  std::mt19937_64 rng(job.seed);
   std::vector<std::vector<double>> inputs;
-  std::vector<detail::DeviceBuffer> input_buffers;
   for (const ex::Input& in : program.inputs()) {
     const std::size_t count = in.kind == ex::InputKind::row ? static_cast<std::size_t>(cols) : n;
     inputs.push_back(random_values(count, in.dtype, c.values, rng));
-    const std::vector<unsigned char> bytes = to_storage(inputs.back(), in.dtype);
+    job.input_bytes.push_back(to_storage(inputs.back(), in.dtype));
+  }
+  job.reference = ex::evaluate(program, inputs, rows, cols);
+}
+
+// Uploads the inputs, launches on NaN-poisoned outputs and downloads them with their guard bytes.
+void run_on_gpu(const ex::Program& program, const ex::LoweredKernel& lowered, detail::Kernel& kernel, Job& job) {
+  const std::int64_t rows = job.launch.rows;
+  const std::int64_t cols = job.launch.cols;
+  const auto n = static_cast<std::size_t>(rows * cols);
+  const bool in_place = job.launch.in_place;
+  detail::Stream stream;
+
+  std::vector<detail::DeviceBuffer> input_buffers;
+  for (const std::vector<unsigned char>& bytes : job.input_bytes) {
     input_buffers.emplace_back(bytes.size() + kGuard);
     input_buffers.back().upload(bytes.data(), bytes.size());
   }
-  const std::vector<std::vector<double>> reference = ex::evaluate(program, inputs, rows, cols);
+  job.input_bytes = {};
 
   std::vector<detail::DeviceBuffer> output_buffers;
   for (const ex::Output& out : program.outputs()) {
     output_buffers.emplace_back(n * static_cast<std::size_t>(element_bytes(out.dtype)) + kGuard);
     output_buffers.back().fill_bytes(0xFF, stream.get());
   }
-  if (launch.in_place) {
+  if (in_place) {
     const ex::Output& out = program.outputs()[0];
     if (program.inputs()[0].kind != ex::InputKind::full || program.inputs()[0].dtype != out.dtype) {
-      return "in place needs input 0 full and of output 0's dtype";
+      job.problems = "in place needs input 0 full and of output 0's dtype";
+      return;
     }
   }
 
   detail::KernelArgs args;
   for (const auto& buffer : input_buffers) args.add(buffer.get());
   for (std::size_t o = 0; o < output_buffers.size(); ++o) {
-    args.add(launch.in_place && o == 0 ? input_buffers[0].get() : output_buffers[o].get());
+    args.add(in_place && o == 0 ? input_buffers[0].get() : output_buffers[o].get());
   }
   args.add(static_cast<long long>(rows)).add(static_cast<long long>(cols));
   LaunchGeometry geometry = lowered.geometry(program, rows, cols);
-  if (launch.grid != 0) geometry.grid[0] = launch.grid;
+  if (job.launch.grid != 0) geometry.grid[0] = job.launch.grid;
   detail::launch(kernel, geometry, args, stream.get());
   stream.synchronize();
 
-  std::string problems;
   for (std::size_t o = 0; o < program.outputs().size(); ++o) {
+    const detail::DeviceBuffer& buffer = in_place && o == 0 ? input_buffers[0] : output_buffers[o];
+    const std::size_t bytes = n * static_cast<std::size_t>(element_bytes(program.outputs()[o].dtype));
+    job.results.emplace_back(bytes + kGuard);
+    buffer.download(job.results.back().data(), job.results.back().size());
+  }
+}
+
+// The guard bytes past each output (an output in place of input 0 has none of its own) and each
+// output against the reference.
+void check(const Case& c, const ex::Program& program, Job& job) {
+  const std::int64_t cols = job.launch.cols;
+  const auto n = static_cast<std::size_t>(job.launch.rows * cols);
+  for (std::size_t o = 0; o < job.results.size(); ++o) {
     const ex::Output& out = program.outputs()[o];
-    const bool here = launch.in_place && o == 0;
-    const detail::DeviceBuffer& buffer = here ? input_buffers[0] : output_buffers[o];
+    const bool here = job.launch.in_place && o == 0;
+    const std::vector<unsigned char>& result = job.results[o];
     const std::size_t bytes = n * static_cast<std::size_t>(element_bytes(out.dtype));
-    std::vector<unsigned char> result(bytes + kGuard);
-    buffer.download(result.data(), result.size());
     const bool guarded = here ? true
                               : std::all_of(result.begin() + static_cast<std::ptrdiff_t>(bytes), result.end(),
                                             [](unsigned char x) { return x == 0xFF; });
-    if (!guarded) problems += " output '" + out.name + "' written past its end;";
-    const std::string wrong = compare(from_storage(result, out.dtype, n), reference[o],
+    if (!guarded) job.problems += " output '" + out.name + "' written past its end;";
+    const std::string wrong = compare(from_storage(result, out.dtype, n), job.reference[o],
                                       tolerance(out.dtype, program.has_reduction(), cols, c.sum_scale, c.compute_atol), cols);
-    if (!wrong.empty()) problems += " output '" + out.name + "': " + wrong;
+    if (!wrong.empty()) job.problems += " output '" + out.name + "': " + wrong;
   }
-  return problems;
+  job.reference = {};
+  job.results = {};
 }
+
+// The host side of a list of jobs on every core: prepare(i) in the order of i, and check(i) of each
+// job the calling thread hands back after its launch. Jobs run across (case, params) pairs, since
+// one job of a pair (its largest size) is most of the pair's host work. The jobs started and not
+// yet checked hold at most 4M elements a core (inputs, reference and outputs came to some 35
+// bytes an element: about 150 MB a core) unless one job alone is larger; counted in elements,
+// not jobs, so that every core can be on one of the largest while the GPU takes them in order.
+class HostWork {
+ public:
+  HostWork(std::vector<std::size_t> elements, std::function<void(std::size_t)> prepare,
+           std::function<void(std::size_t)> check)
+      : elements_(std::move(elements)),
+        prepare_(std::move(prepare)),
+        check_(std::move(check)),
+        prepared_(elements_.size(), false) {
+    const std::size_t threads = std::max(1u, std::thread::hardware_concurrency());
+    budget_ = threads * (std::size_t{1} << 22);
+    try {
+      for (std::size_t t = 0; t < threads; ++t) threads_.emplace_back([this] { work(); });
+    } catch (...) {
+      stop();
+      throw;
+    }
+  }
+  HostWork(const HostWork&) = delete;
+  HostWork& operator=(const HostWork&) = delete;
+  // A worker may still be inside prepare(): it finishes that job, and no other, before the join.
+  ~HostWork() { stop(); }
+
+  // Waits for prepare(i); rethrows what any step threw.
+  void wait_prepared(std::size_t i) {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return failure_ || prepared_[i]; });
+    if (failure_) std::rethrow_exception(failure_);
+  }
+
+  void check(std::size_t i) {
+    {
+      const std::lock_guard lock(mutex_);
+      to_check_.push_back(i);
+    }
+    changed_.notify_all();
+  }
+
+  // Waits for every check handed over; rethrows what any step threw.
+  void finish() {
+    {
+      const std::lock_guard lock(mutex_);
+      handed_all_ = true;
+    }
+    changed_.notify_all();
+    join();
+    if (failure_) std::rethrow_exception(failure_);
+  }
+
+ private:
+  bool can_prepare() const {
+    return next_ < elements_.size() && (in_flight_ == 0 || in_flight_ + elements_[next_] <= budget_);
+  }
+
+  void work() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      changed_.wait(lock, [&] { return stopped_ || failure_ || !to_check_.empty() || can_prepare() || handed_all_; });
+      if (stopped_ || failure_) return;
+      // Checks first: they free memory and let the budget admit the next job.
+      const bool checking = !to_check_.empty();
+      if (!checking && !can_prepare()) return;  // everything handed over is checked or taken
+      std::size_t i = 0;
+      if (checking) {
+        i = to_check_.front();
+        to_check_.pop_front();
+      } else {
+        i = next_++;
+        in_flight_ += elements_[i];
+      }
+      lock.unlock();
+      std::exception_ptr thrown;
+      try {
+        if (checking) {
+          check_(i);
+        } else {
+          prepare_(i);
+        }
+      } catch (...) {
+        thrown = std::current_exception();
+      }
+      lock.lock();
+      if (thrown && !failure_) failure_ = thrown;
+      if (checking) {
+        in_flight_ -= elements_[i];
+      } else {
+        prepared_[i] = true;
+      }
+      changed_.notify_all();
+    }
+  }
+
+  void stop() {
+    {
+      const std::lock_guard lock(mutex_);
+      stopped_ = true;
+    }
+    changed_.notify_all();
+    join();
+  }
+
+  void join() {
+    for (auto& t : threads_) {
+      if (t.joinable()) t.join();
+    }
+  }
+
+  const std::vector<std::size_t> elements_;
+  const std::function<void(std::size_t)> prepare_;
+  const std::function<void(std::size_t)> check_;
+  std::size_t budget_ = 0;
+  std::vector<std::thread> threads_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<bool> prepared_;
+  std::deque<std::size_t> to_check_;
+  std::size_t next_ = 0;
+  std::size_t in_flight_ = 0;
+  bool handed_all_ = false;
+  bool stopped_ = false;
+  std::exception_ptr failure_;
+};
 
 using Sizes = std::vector<std::pair<std::int64_t, std::int64_t>>;
 
@@ -328,35 +503,68 @@ Sizes every_size() {
 Sizes vector_sizes() { return {{1, 4}, {7, 36}, {33, 1000}, {1000, 4096}, {4097, 8}, {3, 12}}; }
 
 // Lowers each case with each params, runs it at each size that the params allow, and reports every
-// failure together.
+// failure together. Seeds number the launches in that order, whichever thread prepares them.
 void check_cases(const std::vector<Case>& cases, const std::vector<ex::LowerParams>& params, const Sizes& sizes,
                  const std::vector<unsigned>& grids = {0}, bool in_place = false) {
   const std::string arch = gpu_test::device0().arch;
   detail::Context context(0);
-  std::vector<std::string> problems;
-  std::size_t runs = 0;
+  std::vector<ex::Program> programs;
+  std::vector<std::pair<std::size_t, std::size_t>> kernels;  // (case, params)
+  std::vector<Job> jobs;
   std::uint64_t seed = 1;
-  for (const Case& c : cases) {
-    const ex::Program program = ex::parse(c.text);
-    for (const ex::LowerParams& p : params) {
-      const ex::LoweredKernel lowered = ex::lower(program, p, arch);
-      detail::Module module(lowered.cubin);
-      detail::Kernel kernel = module.kernel(lowered.name);
+  for (std::size_t ci = 0; ci < cases.size(); ++ci) {
+    programs.push_back(ex::parse(cases[ci].text));
+    for (std::size_t pi = 0; pi < params.size(); ++pi) {
+      kernels.emplace_back(ci, pi);
       for (const auto& [rows, cols] : sizes) {
-        if (!ex::violation(program, p, rows, cols).empty()) continue;
+        if (!ex::violation(programs[ci], params[pi], rows, cols).empty()) continue;
         for (const unsigned grid : grids) {
-          const std::string wrong = run(c, program, lowered, kernel, {rows, cols, grid, in_place}, seed++);
-          ++runs;
-          if (!wrong.empty()) {
-            problems.push_back(c.label + " [" + c.text + "] " + describe(p) + " rows=" + std::to_string(rows) +
-                               " cols=" + std::to_string(cols) + " grid=" + std::to_string(grid) + ":" + wrong);
-          }
+          Job job;
+          job.kernel = kernels.size() - 1;
+          job.launch = {rows, cols, grid, in_place};
+          job.seed = seed++;
+          jobs.push_back(std::move(job));
         }
       }
     }
   }
-  std::printf("%zu launches checked\n", runs);
-  EXPECT_GT(runs, 0u);
+
+  std::vector<std::size_t> elements;
+  for (const Job& job : jobs) elements.push_back(static_cast<std::size_t>(job.launch.rows * job.launch.cols));
+  HostWork host(
+      std::move(elements),
+      [&](std::size_t i) {
+        const std::size_t ci = kernels[jobs[i].kernel].first;
+        prepare(cases[ci], programs[ci], jobs[i]);
+      },
+      [&](std::size_t i) {
+        const std::size_t ci = kernels[jobs[i].kernel].first;
+        check(cases[ci], programs[ci], jobs[i]);
+      });
+  std::size_t next = 0;
+  for (std::size_t k = 0; k < kernels.size(); ++k) {
+    const ex::Program& program = programs[kernels[k].first];
+    const ex::LoweredKernel lowered = ex::lower(program, params[kernels[k].second], arch);
+    detail::Module module(lowered.cubin);
+    detail::Kernel kernel = module.kernel(lowered.name);
+    for (; next < jobs.size() && jobs[next].kernel == k; ++next) {
+      host.wait_prepared(next);
+      run_on_gpu(program, lowered, kernel, jobs[next]);
+      host.check(next);
+    }
+  }
+  host.finish();
+
+  std::vector<std::string> problems;
+  for (const Job& job : jobs) {
+    if (job.problems.empty()) continue;
+    const Case& c = cases[kernels[job.kernel].first];
+    problems.push_back(c.label + " [" + c.text + "] " + describe(params[kernels[job.kernel].second]) +
+                       " rows=" + std::to_string(job.launch.rows) + " cols=" + std::to_string(job.launch.cols) +
+                       " grid=" + std::to_string(job.launch.grid) + ":" + job.problems);
+  }
+  std::printf("%zu launches checked\n", jobs.size());
+  EXPECT_GT(jobs.size(), 0u);
   std::string all;
   for (const auto& p : problems) all += p + "\n";
   EXPECT_TRUE(problems.empty()) << problems.size() << " failures:\n" << all;
@@ -501,6 +709,47 @@ TEST(ExprGpuHost, ToleranceFollowsTheStorageDtypeAndTheRowLength) {
       ASSERT_EQ(compare({ex::round_to(r, d)}, {r}, t, 1), "") << ex::to_string(d) << " " << r;
     }
   }
+}
+
+// HostWork runs only where a GPU is; a hang or a lost job there costs GPU time, so it is checked
+// here with the calling thread's step standing in for the launch.
+TEST(ExprGpuHost, HostWorkPreparesBeforeAndChecksAfterEachJobAndPassesOnFailures) {
+  // Sizes past the budget too, which must still run (alone).
+  std::vector<std::size_t> elements;
+  for (std::size_t i = 0; i < 300; ++i) elements.push_back(i % 50 == 7 ? std::size_t{1} << 40 : (i * 7919) % 100'000);
+  std::vector<int> step(elements.size(), 0);  // 1 prepared, 2 launched, 3 checked
+  {
+    HostWork host(
+        elements, [&](std::size_t i) { step[i] = step[i] == 0 ? 1 : -1; },
+        [&](std::size_t i) { step[i] = step[i] == 2 ? 3 : -1; });
+    for (std::size_t i = 0; i < elements.size(); ++i) {
+      host.wait_prepared(i);
+      step[i] = step[i] == 1 ? 2 : -1;
+      host.check(i);
+    }
+    host.finish();
+  }
+  EXPECT_EQ(std::count(step.begin(), step.end(), 3), static_cast<std::ptrdiff_t>(step.size()));
+
+  // A worker's exception reaches the calling thread, and the workers stop.
+  const auto thrown = [&](std::size_t failing_prepare, std::size_t failing_check) {
+    try {
+      HostWork host(
+          elements, [&](std::size_t i) { if (i == failing_prepare) throw std::runtime_error("prepare"); },
+          [&](std::size_t i) { if (i == failing_check) throw std::runtime_error("check"); });
+      for (std::size_t i = 0; i < elements.size(); ++i) {
+        host.wait_prepared(i);
+        host.check(i);
+      }
+      host.finish();
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(thrown(123, elements.size()), "prepare");
+  EXPECT_EQ(thrown(elements.size(), 45), "check");
+  EXPECT_EQ(thrown(elements.size(), elements.size()), "");
 }
 
 // evaluate() of the cases, on the host, gives finite values on the inputs the GPU tests use: no
