@@ -1,4 +1,4 @@
-# One call on the lent GPU machine from a carried build (.device/pack.tgz: libgmjit, gmtune,
+# One call on the lent GPU machine from a carried build (.device/pack.txz: libgmjit, gmtune,
 # gmjit-worker, gmjit_gpu_tests, bench_expr, pylib with pytest), logs under $OUT. $1 picks the part:
 # Several parts may be named in one call (e.g. `tier bench`), run in that order.
 #   tier   the gpu tier alone (GMJIT_REQUIRE_GPU=1), narrowed by TIER_FILTER
@@ -8,7 +8,9 @@
 #   gemm   the gemm part of the gpu tier
 #   bench  bench_expr (generated kernels against a copy and the templates) and bench/torch_expr.py
 set -u
-D=/tmp/gmjit-dev; mkdir -p $D && tar -xzf .device/pack.tgz -C $D || exit 1
+# xz, whose 64 MiB window finds the LLVM code every binary carries once more in the next: a quarter
+# of gzip's size. Python unpacks it, whatever the machine's tar supports.
+D=/tmp/gmjit-dev; mkdir -p $D && python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" .device/pack.txz $D || exit 1
 export GMJIT_REQUIRE_GPU=1 LD_LIBRARY_PATH=$D:/usr/local/cuda/lib64
 for part in "${@:-tests}"; do
 case "$part" in
