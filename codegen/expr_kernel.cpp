@@ -18,7 +18,7 @@ namespace {
 
 // Bumped whenever the lowering changes what a program and its parameters compile to: it is part
 // of the virtual header's text, so of every problem key and compile key of expression kernels.
-constexpr int kLoweringSchema = 2;
+constexpr int kLoweringSchema = 3;
 
 bool is_identifier(const std::string& s) {
   if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;

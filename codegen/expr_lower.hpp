@@ -17,7 +17,9 @@
 ///
 /// Math is f32 whatever the storage dtype: f16/bf16 values are widened on load, rounded (to
 /// nearest even) only at an explicit cast and at the store. Transcendentals come from libdevice;
-/// only fadd/fsub/fmul carry a fast-math flag, `contract` (fused multiply-add).
+/// only fadd/fsub/fmul carry a fast-math flag, `contract` (fused multiply-add). Two places trade an
+/// ulp or two for speed: sigmoid (and silu) divide through div.full.f32, and a division by a
+/// per-row or scalar value multiplies by its reciprocal, computed once per row (or kernel).
 ///
 /// Pointwise programs (no reduction) walk the rows * cols elements in one flat grid-stride loop;
 /// programs with reductions give each row to a group of threads_per_row threads (one warp, or the
