@@ -6,7 +6,8 @@
 #   tests  the gpu tier outside gemm (GMJIT_REQUIRE_GPU=1; TIER_FILTER narrows it), the Python suite on torch, the per-call
 #          overhead of gmjit.softmax beside torch.softmax
 #   gemm   the gemm part of the gpu tier
-#   bench  bench_expr (generated kernels against a copy and the templates) and bench/torch_expr.py
+#   bench  bench_expr (generated kernels against a copy and the templates; BENCH_CASES narrows it,
+#          e.g. "--case softmax --case silu_mul") and bench/torch_expr.py
 set -u
 # xz, whose 64 MiB window finds the LLVM code every binary carries once more in the next: a quarter
 # of gzip's size. Python unpacks it, whatever the machine's tar supports.
@@ -31,7 +32,7 @@ gemm)
   mv $OUT/logs.tgz $OUT/tier_gemm.tgz ;;
 bench)
   export GMJIT_GMTUNE=$D/gmtune GMJIT_WORKER=$D/gmjit-worker
-  timeout 330 $D/bench_expr --db $(mktemp -d)/bench.db 2>&1 | tee $OUT/bench_expr.log
+  timeout 330 $D/bench_expr --db $(mktemp -d)/bench.db ${BENCH_CASES:-} 2>&1 | tee $OUT/bench_expr.log
   timeout 200 python3 bench/torch_expr.py 2>&1 | tee $OUT/torch_expr.log | tail -12 ;;
 *) echo "device_call.sh: unknown part $part (tier, tests, python, gemm, bench)"; exit 2 ;;
 esac
