@@ -284,12 +284,17 @@ struct Runtime::Impl {
     ++counters.failed;
     std::string where_to = " --db " + cache_file_locked();
     if (options.device != 0) where_to += fmt::format(" --device {}", options.device);
-    if (templates::is_user_kernel(r.descriptor->name)) where_to += " --kernel-file MANIFEST";
+    // An expression kernel is tuned from its text (which declares every dtype), a manifest's
+    // kernel with its manifest registered.
+    const bool expression = !r.descriptor->expression.empty();
+    const std::string what = expression ? fmt::format("--expr \"{}\" --name {}", r.descriptor->expression, r.descriptor->name)
+                                        : r.descriptor->name;
+    const std::string dtype = expression ? "" : " --dtype " + r.dtype;
+    if (!expression && templates::is_user_kernel(r.descriptor->name)) where_to += " --kernel-file MANIFEST";
     throw Error(ErrorKind::cache_miss, 0,
-                fmt::format("no tuned winner for {} {} (miss policy fail); record one with `gmtune tune {} --shape {} "
-                            "--dtype {}{}` (or `gmtune sweep --shapes FILE{}` for a shapes file listing it)",
-                            request_label(r), where, r.descriptor->name, format_assignments(r.shape), r.dtype,
-                            where_to, where_to));
+                fmt::format("no tuned winner for {} {} (miss policy fail); record one with `gmtune tune {} --shape {}{}{}` "
+                            "(or `gmtune sweep --shapes FILE{}` for a shapes file listing it)",
+                            request_label(r), where, what, format_assignments(r.shape), dtype, where_to, where_to));
   }
 
   Config checked(const Request& r, const Config& config) {
