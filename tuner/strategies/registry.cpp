@@ -12,7 +12,8 @@
   X(random)                 \
   X(model)                  \
   X(transfer)               \
-  X(climb)
+  X(climb)                  \
+  X(evolve)
 
 namespace gmjit::tuner {
 
