@@ -1,10 +1,15 @@
-// The tuner itself, measured (issue 4). Public API only. Not a test: prints tables, the options
-// it ran with, and a JSON summary (--json-out); exit status 1 only when a tuning failed.
+// The tuner itself, measured (issues 4 and 18). The public API, but for search's replay (tuner/).
+// Not a test: prints tables, the options it ran with, and a JSON summary (--json-out); exit
+// status 1 only when a tuning failed.
 //   wall        wall time per configuration of an exhaustive tuning, cold and warm, each in a fresh
 //               process (the compile cache in memory is per process; warm reuses the cold run's
 //               binary cache)
 //   efficiency  model-guided search with 30% of the evaluations against exhaustive, over shapes
 //   stability   the same tuning repeated: how often it picks the same winner (or one as fast)
+//   search      one long exhaustive search per shape of a shapes file, measured once; then every
+//               strategy (model, random, climb, evolve; the seeded ones over several seeds)
+//               replayed against its trials (tuner/replay.hpp): evaluations to within 2% of the
+//               long search's best, and their best-so-far curves
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -17,12 +22,19 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <map>
+#include <set>
+#include <thread>
 
 #include "gmjit/gmjit.hpp"
+#include "templates/registry.hpp"
+#include "tuner/replay.hpp"
+#include "tuner/search.hpp"
+#include "tuner/worker.hpp"
 
 extern char** environ;
 
@@ -562,10 +574,317 @@ int stability(const Common& common, const StabilityArgs& args) {
   return failed > 0 || picks.empty() ? 1 : 0;
 }
 
+// --- search -----------------------------------------------------------------------------------
+
+struct SearchArgs {
+  std::string shapes_file;
+  std::vector<std::string> shapes;  // instead of the file's
+  std::string keys = "trans_b=1";
+  std::size_t max_shapes = 0;
+  std::size_t max_evaluations = 0;
+  std::vector<std::string> strategies{"model", "random", "climb", "evolve"};
+  std::string judged = "evolve";
+  std::uint64_t seeds = 5;
+  std::size_t ahead = 0;
+  double within_percent = 2.0;
+  double fraction = 0.10;
+  double time_limit = 0;
+};
+
+// The device the worker reports, whose limits the session's cost model reads.
+DeviceInfo search_device(const Common& common) {
+  if (common.simulated) return tuner::simulated_device(common.device);
+  const auto devices = list_devices();
+  return devices.at(static_cast<std::size_t>(common.device));
+}
+
+// What the long search measured, as the space a session would have searched and its table.
+struct Recording {
+  tuner::SearchSpace space;
+  std::vector<TrialReport> table;  // table[i]: the trial of space.candidates[i]
+};
+
+// The session records every configuration its filter rejects before the first evaluation, then
+// one trial per evaluation (re-timing a finalist updates its trial in place), so the evaluated
+// candidates are the report's last `evaluations` trials. They are put back in domain order, the
+// order the session's candidates are in.
+Recording recording_of(const TuneReport& report, const DeviceInfo& device) {
+  const auto& kernel = templates::find_kernel(report.problem.kernel);
+  const auto normalized = templates::normalize_problem(kernel, report.problem.shape, report.problem.dtype);
+  const std::vector<TrialReport> evaluated(report.trials.end() - static_cast<std::ptrdiff_t>(report.evaluations),
+                                           report.trials.end());
+  std::set<Config> configs;
+  for (const auto& trial : evaluated) configs.insert(trial.config);
+  if (configs.size() != evaluated.size()) {
+    throw Error(ErrorKind::usage, 0, fmt::format("the long search's last {} trials are {} configurations",
+                                                 evaluated.size(), configs.size()));
+  }
+  Recording out;
+  for (const auto& config : templates::all_configs(kernel)) {
+    if (configs.count(config)) out.space.candidates.push_back(config);
+  }
+  out.table = tuner::recorded_for(out.space, evaluated);
+  const auto* dtype = &templates::dtype_info(normalized.dtype);
+  out.space.estimate_ms = [&kernel, shape = normalized.shape, dtype, device](const Config& config) {
+    return tuner::estimate_ms(kernel, config, shape, *dtype, device);
+  };
+  return out;
+}
+
+// One strategy's replays of one shape: per seed (one for a strategy without randomness).
+struct Replayed {
+  std::string strategy;
+  std::vector<std::uint64_t> seeds;
+  std::vector<tuner::ReplayResult> runs;
+  std::vector<double> reach;  // evaluations to within, per run; kNever when never
+  double median_reach() const { return median(reach); }
+};
+
+// The strategies whose order depends on TuneOptions::seed: each is replayed over several.
+bool seeded(const std::string& strategy) { return strategy == "random" || strategy == "evolve"; }
+
+void print_replay_curve(const std::string& shape, const std::string& label, const tuner::ReplayResult& run) {
+  double last = kNever;
+  for (std::size_t e = 0; e < run.best_ms.size(); ++e) {
+    const double best = run.best_ms[e];
+    // No seconds in a replay: the field stays empty.
+    if ((best > 0 && best < last) || e + 1 == run.best_ms.size()) {
+      std::printf("curve,%s,%s,%zu,,%.5g\n", shape.c_str(), label.c_str(), e + 1, best);
+    }
+    if (best > 0) last = std::min(last, best);
+  }
+}
+
+json replay_curve_json(const tuner::ReplayResult& run) {
+  json points = json::array();
+  double last = kNever;
+  for (std::size_t e = 0; e < run.best_ms.size(); ++e) {
+    if ((run.best_ms[e] > 0 && run.best_ms[e] < last) || e + 1 == run.best_ms.size()) {
+      points.push_back({e + 1, run.best_ms[e]});
+    }
+    if (run.best_ms[e] > 0) last = std::min(last, run.best_ms[e]);
+  }
+  return points;
+}
+
+// The keys of `text` ("k=v,..") that are problem keys of `kernel`.
+Shape kernel_keys(const std::string& kernel, const std::string& text) {
+  Shape keys;
+  if (text.empty()) return keys;
+  for (const auto& info : list_kernels()) {
+    if (info.name != kernel) continue;
+    for (const auto& [key, value] : parse_assignments(text)) {
+      const auto& known = info.problem_keys;
+      if (std::find(known.begin(), known.end(), key) != known.end()) keys[key] = value;
+    }
+  }
+  return keys;
+}
+
+// The problems of `kernel` in a shapes file, each sweep of it given `keys` where neither it nor a
+// shape names them (the file's own "keys" mechanism, so the library's reader checks the rest):
+// ../shared/shapes/gemm.json names no trans_b, which the llm preset, reading the same shapes, sets.
+std::vector<Problem> read_shapes_with_keys(const std::string& path, const std::string& kernel, const Shape& keys) {
+  std::ifstream in(path);
+  if (!in) throw Error(ErrorKind::usage, errno, "cannot read " + path);
+  json file;
+  try {
+    file = json::parse(in);
+  } catch (const json::exception& e) {
+    throw Error(ErrorKind::usage, 0, fmt::format("{}: {}", path, e.what()));
+  }
+  if (file.contains("sweeps") && file["sweeps"].is_array()) {
+    for (auto& sweep : file["sweeps"]) {
+      if (!sweep.is_object() || sweep.value("kernel", "") != kernel) continue;
+      json& own = sweep["keys"];
+      if (own.is_null()) own = json::object();
+      for (const auto& [key, value] : keys) {
+        if (own.is_object() && !own.contains(key)) own[key] = value;
+      }
+    }
+  }
+  char name[] = "/tmp/gmjit-bench-shapes-XXXXXX";
+  const int fd = mkstemp(name);
+  if (fd < 0) throw Error(ErrorKind::usage, errno, "cannot create a file in /tmp");
+  close(fd);
+  std::ofstream(name) << file.dump();
+  try {
+    auto problems = read_shapes_file(name, {kernel});
+    fs::remove(name);
+    return problems;
+  } catch (...) {
+    fs::remove(name);
+    throw;
+  }
+}
+
+int search(const Common& common, const SearchArgs& args) {
+  for (const auto& name : args.strategies) strategy_summary(name);
+  const Shape keys = kernel_keys(common.kernel, args.keys);
+  std::vector<Problem> problems;
+  if (!args.shapes.empty()) {
+    for (const auto& text : args.shapes) {
+      Shape shape = parse_shape(common.kernel, text);
+      shape.insert(keys.begin(), keys.end());  // the shape's own keys stay
+      problems.push_back({common.kernel, common.dtype, shape, "--shape"});
+    }
+  } else {
+    if (args.shapes_file.empty()) throw Error(ErrorKind::usage, 0, "search: give --shapes FILE or --shape");
+    for (auto& problem : read_shapes_with_keys(args.shapes_file, common.kernel, keys)) {
+      if (problem.dtype == common.dtype) problems.push_back(std::move(problem));
+    }
+    if (problems.empty()) {
+      throw Error(ErrorKind::usage, 0,
+                  fmt::format("{} has no {} {} shapes", args.shapes_file, common.kernel, common.dtype));
+    }
+  }
+  if (args.max_shapes > 0 && problems.size() > args.max_shapes) problems.resize(args.max_shapes);
+  // The session asks twice its compile threads ahead (every core by default).
+  const std::size_t ahead = args.ahead > 0 ? args.ahead : 2 * std::max(1u, std::thread::hardware_concurrency());
+  json shape_labels = json::array();
+  for (const auto& p : problems) shape_labels.push_back(shape_label(common.kernel, p.shape));
+  const Benchmark run = begin_benchmark("search", common, "exhaustive",
+                                        {{"shapes_file", args.shapes_file},
+                                         {"keys", format_assignments(keys)},
+                                         {"shapes", shape_labels},
+                                         {"max_evaluations", args.max_evaluations},
+                                         {"strategies", args.strategies},
+                                         {"seeds", args.seeds},
+                                         {"ahead", ahead},
+                                         {"within_percent", args.within_percent},
+                                         {"fraction", args.fraction},
+                                         {"time_limit_s", args.time_limit}});
+  const DeviceInfo device = search_device(common);
+  const auto began = Clock::now();
+  double last_shape_s = 0;
+  int status = 0;
+  json rows = json::array();
+  std::vector<std::string> skipped;
+  std::map<std::string, std::size_t> met;  // shapes where a strategy's median met the target
+  for (const auto& problem : problems) {
+    const std::string label = shape_label(common.kernel, problem.shape);
+    if (args.time_limit > 0 && seconds_since(began) + last_shape_s > args.time_limit) {
+      skipped.push_back(label);
+      continue;
+    }
+    const auto shape_began = Clock::now();
+    TuneReport full;
+    try {
+      full = tune(Problem{problem.kernel, problem.dtype, problem.shape, "bench_tuner search"},
+                  common.options("exhaustive", args.max_evaluations));
+    } catch (const Error& e) {
+      std::printf("%s: %s\n", label.c_str(), e.what());
+      status = 1;
+      continue;
+    }
+    last_shape_s = seconds_since(shape_began);
+    const Recording recording = recording_of(full, device);
+    const double best_ms = tuner::best_recorded_ms(recording.table);
+    const std::size_t long_evaluations = recording.table.size();
+    if (best_ms <= 0) {
+      std::printf("%s: the long search verified no configuration\n", label.c_str());
+      status = 1;
+      continue;
+    }
+    const double evaluations = static_cast<double>(long_evaluations);
+    const auto budget = std::max<std::size_t>(1, static_cast<std::size_t>(std::floor(args.fraction * evaluations)));
+    std::printf("%s: long search %.5g ms best, %zu evaluations of %zu valid candidates, %.1f s\n", label.c_str(),
+                best_ms, long_evaluations, full.valid_candidates, full.wall_seconds);
+    print_curve(label, full);
+
+    std::vector<Replayed> replays;
+    for (const auto& name : args.strategies) {
+      Replayed r{name, {}, {}, {}};
+      const std::uint64_t count = seeded(name) ? std::max<std::uint64_t>(1, args.seeds) : 1;
+      for (std::uint64_t seed = common.seed; seed < common.seed + count; ++seed) {
+        tuner::SearchSpace space = recording.space;
+        space.seed = seed;
+        r.seeds.push_back(seed);
+        r.runs.push_back(tuner::replay(tuner::find_strategy(name), space, recording.table, {ahead, 0}));
+        const auto reach = tuner::evaluations_to_within(r.runs.back(), best_ms, args.within_percent);
+        r.reach.push_back(reach ? static_cast<double>(*reach) : kNever);
+        print_replay_curve(label, seeded(name) ? fmt::format("{}:seed={}", name, seed) : name, r.runs.back());
+      }
+      replays.push_back(std::move(r));
+    }
+
+    std::printf("\n%s: long search best %.5g ms, %zu evaluations\n", label.c_str(), best_ms, long_evaluations);
+    std::printf("| strategy | evals to within %.0f%% (median) | %% of the long search | gap after %zu evals %% "
+                "(median) | per seed |\n",
+                args.within_percent, budget);
+    std::printf("|---|---|---|---|---|\n");
+    json strategies = json::object();
+    for (const auto& r : replays) {
+      const double reach = r.median_reach();
+      std::vector<double> gaps;
+      std::string per_seed;
+      json runs = json::array();
+      for (std::size_t i = 0; i < r.runs.size(); ++i) {
+        const auto& best = r.runs[i].best_ms;
+        const double at_budget = best.empty() ? 0 : best[std::min(budget, best.size()) - 1];
+        gaps.push_back(at_budget > 0 ? (at_budget / best_ms - 1) * 100 : kNever);
+        if (r.runs.size() > 1) {
+          per_seed += fmt::format("{}{}", per_seed.empty() ? "" : " ", number(r.reach[i], "{:.0f}"));
+        }
+        runs.push_back({{"seed", r.seeds[i]},
+                        {"evaluations_to_within", finite_or_null(r.reach[i])},
+                        {"gap_at_budget_percent", finite_or_null(gaps.back())},
+                        {"curve", replay_curve_json(r.runs[i])}});
+      }
+      const bool meets = reach <= args.fraction * evaluations;
+      met[r.strategy] += meets;
+      std::printf("| %s | %s | %s | %s | %s |\n", r.strategy.c_str(), number(reach, "{:.0f}").c_str(),
+                  std::isinf(reach) ? "never" : fmt::format("{:.1f}", 100 * reach / evaluations).c_str(),
+                  number(median(gaps), "{:.2f}").c_str(), per_seed.empty() ? "-" : per_seed.c_str());
+      strategies[r.strategy] = {{"median_evaluations_to_within", finite_or_null(reach)},
+                                {"median_fraction_to_within", finite_or_null(reach / evaluations)},
+                                {"median_gap_at_budget_percent", finite_or_null(median(gaps))},
+                                {"meets_target", meets},
+                                {"runs", runs}};
+    }
+    std::printf("\n");
+    std::fflush(stdout);
+    rows.push_back({{"shape", label},
+                    {"valid_candidates", full.valid_candidates},
+                    {"long_evaluations", long_evaluations},
+                    {"long_best_ms", best_ms},
+                    {"long_wall_s", full.wall_seconds},
+                    {"long_curve", curve_json(full)},
+                    {"budget", budget},
+                    {"strategies", strategies}});
+  }
+
+  std::printf("summary over %zu shapes: shapes where the median run came within %.0f%% of the long search's best "
+              "in <= %.0f%% of its evaluations\n",
+              rows.size(), args.within_percent, 100 * args.fraction);
+  for (const auto& name : args.strategies) std::printf("  %s: %zu of %zu\n", name.c_str(), met[name], rows.size());
+  const std::size_t judged_met = met.count(args.judged) ? met[args.judged] : 0;
+  const bool target = judged_met >= 8;
+  std::printf("target: %s within %.0f%% in <= %.0f%% of the evaluations on >= 8 shapes: %s (%zu)\n",
+              args.judged.c_str(), args.within_percent, 100 * args.fraction, target ? "met" : "not met", judged_met);
+  std::printf("Replays ask %zu ahead, as the session does here; each evaluation counts one (a replay does not "
+              "price successive halving). Curves: grep '^curve,' (shape,strategy,evaluations,seconds,best_ms; "
+              "no seconds in a replay).\n",
+              ahead);
+  if (!skipped.empty()) {
+    std::string names;
+    for (const auto& name : skipped) names += " " + name;
+    std::printf("skipped (time limit):%s\n", names.c_str());
+  }
+  json summary = json::object();
+  for (const auto& name : args.strategies) summary[name] = met[name];
+  run.write_summary(common.json_out, {{"rows", rows},
+                                      {"skipped", skipped},
+                                      {"shapes_meeting_target", summary},
+                                      {"judged", args.judged},
+                                      {"target_met", target}});
+  return status;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"bench_tuner: the tuner's wall time, search efficiency and stability"};
+  CLI::App app{"bench_tuner: the tuner's wall time, search efficiency and stability, and strategies replayed"};
   app.require_subcommand(1);
   Common common;
   WallArgs wall_args;
@@ -615,8 +934,49 @@ int main(int argc, char** argv) {
   stability_cmd->add_option("--time-limit", stability_args.time_limit, "seconds; start no run past it (0: none)")
       ->capture_default_str();
 
+  // Its own options: the kernel and dtype default to the GEMM of the issue's shapes file.
+  Common search_common;
+  search_common.kernel = "gemm";
+  search_common.dtype = "bf16";
+  SearchArgs search_args;
+  auto* search_cmd = app.add_subcommand(
+      "search", "one long exhaustive search per shape, then every strategy replayed against its trials");
+  search_common.add_to(*search_cmd);
+  search_cmd->add_option("--shapes", search_args.shapes_file, "shapes file (gmtune sweep --shapes); its sweeps of "
+                                                               "--kernel and --dtype");
+  search_cmd->add_option("--shape", search_args.shapes, "shape(s) instead, MxNxK.. or k=v,..; repeat for more");
+  search_cmd->add_option("--keys", search_args.keys, "problem keys every shape gets unless it names them (those of "
+                                                     "--kernel; the llm preset's trans_b=1 for gemm)")
+      ->capture_default_str();
+  search_cmd->add_option("--max-shapes", search_args.max_shapes, "the first N shapes only; 0: all")
+      ->capture_default_str();
+  search_cmd->add_option("--max-evaluations", search_args.max_evaluations,
+                         "cap on the long search (the replays then search what it measured); 0: every candidate")
+      ->capture_default_str();
+  search_cmd->add_option("--strategies", search_args.strategies, "strategies replayed")
+      ->delimiter(',')
+      ->capture_default_str();
+  search_cmd->add_option("--judge", search_args.judged, "the strategy the target line is about")->capture_default_str();
+  search_cmd->add_option("--seeds", search_args.seeds, "runs of random and evolve, seeds --seed onward; median")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  search_cmd->add_option("--ahead", search_args.ahead, "candidates asked ahead in replays; 0: as the session (twice "
+                                                        "the cores)")
+      ->capture_default_str();
+  search_cmd->add_option("--within", search_args.within_percent, "percent of the long search's best that counts")
+      ->capture_default_str();
+  search_cmd->add_option("--fraction", search_args.fraction, "of the long search's evaluations, for the target")
+      ->capture_default_str();
+  search_cmd->add_option("--time-limit", search_args.time_limit, "seconds; start no shape past it (0: none)")
+      ->capture_default_str();
+
   CLI11_PARSE(app, argc, argv);
   try {
+    if (*search_cmd) common = search_common;
+    // As tune() reads it: the bench then names the simulated device and takes its limits.
+    if (const char* env = std::getenv("GMJIT_SIMULATED_DEVICE"); env && std::string(env) == "1") {
+      common.simulated = true;
+    }
     if (!common.simulated && !driver_status().available) {
       std::fprintf(stderr, "bench_tuner: %s\n", driver_status().reason.c_str());
       return 1;
@@ -625,6 +985,7 @@ int main(int argc, char** argv) {
     if (*phase_cmd) return wall_phase(common, wall_args);
     if (*efficiency_cmd) return efficiency(common, efficiency_args);
     if (*stability_cmd) return stability(common, stability_args);
+    if (*search_cmd) return search(common, search_args);
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_tuner: %s\n", e.what());
     return e.kind() == ErrorKind::usage ? 2 : 1;
