@@ -1,0 +1,449 @@
+#pragma once
+// Hopper (sm_90a) GEMM for bf16 and fp16: TMA loads into a ring of shared-memory stages guarded by
+// mbarriers, wgmma.mma_async on fp32 register accumulators, one producer warpgroup and one or two
+// consumer warpgroups, a persistent grid.
+//
+// A block is (kConsumers + 1) warpgroups. Warpgroup 0 is the producer: it gives registers back
+// (setmaxnreg.dec) and one of its threads issues every cp.async.bulk.tensor load, so address
+// generation costs the consumers nothing and a stage arrives as two (or 1 + kBN/64) bulk copies
+// whose completion the copy engine itself reports on the stage's `full` mbarrier (expect_tx of the
+// stage's bytes, which count zero-filled out-of-bounds box elements too: tails need no code).
+// Consumer c (warpgroup c + 1) takes the extra registers (setmaxnreg.inc) and owns rows
+// [c * kBM / kConsumers, (c + 1) * kBM / kConsumers) of the block tile: kBM / kConsumers / 64
+// wgmma m64 blocks, each spanning the whole kBN in one m64nNk16 instruction, so B is read from
+// shared memory once per m64 block and there is no n loop. A consumer keeps one wgmma group in
+// flight: it issues k-tile i, waits for group i - 1 (wait_group 1) and only then gives i - 1's
+// stage back on its `empty` mbarrier (one arrive per consumer warpgroup). The producer runs up to
+// kStages k-tiles ahead, across tile boundaries, so the next tile's loads overlap this tile's
+// epilogue, which stores straight from the accumulator registers (4-byte pairs, bounds-checked).
+//
+// Tiles are walked persistently (gridDim.x = min(tiles, SMs) on the host; tile = blockIdx.x,
+// += gridDim.x) through the same grouped raster of kGroupM tile-rows as gemm_mma (gemm.cuh), so
+// blocks working at the same time share rows of A and columns of B in L2. Producer and consumers
+// walk the same sequence and keep one running k-tile counter across tiles: k-tile it uses stage
+// it % kStages, and the (it / kStages)-th use of a stage waits `full` on parity (it / kStages) & 1;
+// the producer waits `empty` on the opposite parity, which a fresh barrier (phase 0 incomplete,
+// phase "-1" counted as complete) passes at once for the first kStages k-tiles.
+//
+// Shared memory (the dynamic base rounded up to 1024 bytes by hand; the host adds 1024 bytes of
+// slack): kStages A buffers of kBM x 64 elements (kBM * 128 bytes), then kStages B buffers of
+// kBN * 128 bytes, then full[kStages] and empty[kStages] (8-byte mbarriers). Every buffer is a
+// multiple of 8 KiB, so each starts 1024-aligned: a 128-byte-swizzle atom is 8 rows of 128 bytes
+// and the swizzle (16-byte chunk index XOR row % 8, row taken from address bits 7-9) is computed
+// by TMA and by wgmma from the absolute address, which then agree with descriptor base offset 0.
+//
+// Operand layouts and descriptors (PTX ISA "Matrix Descriptor Format"; CUTLASS
+// cute/arch/mma_sm90_desc.hpp and cute/atom/mma_traits_sm90_gmma.hpp, whose canonical layouts are
+// written in elements with T = 8 elements = 16 bytes):
+//   K-major, 128B swizzle: ((8,m),(T,2k)):((8T,SBO),(1,T)). Rows of 64 k (128 bytes) one after
+//     another, 8-row groups SBO = 1024 bytes apart; LBO is unused for swizzled K-major layouts
+//     (encoded as 1, i.e. 16 bytes). A is always stored so (TMA box {64, kBM}); B too with kTransB
+//     (box {64, kBN}). The k16 step j of a 64-wide k-tile starts j * 32 bytes into the row: the
+//     hardware applies the XOR swizzle to the final address, so stepping the start address inside
+//     the atom is what CUTLASS and DeepGEMM do too. m64 block mb of A starts mb * 64 * 128 bytes in.
+//   MN-major, 128B swizzle: ((T,8,m),(8,k)):((1,T,LBO),(8T,SBO)). Along N, 64 contiguous
+//     elements (one 128-byte row), then the next 64-wide panel at LBO; along K, 8 rows of 128
+//     bytes, then the next 8-row group at SBO. B without kTransB arrives as kBN / 64 TMA panels of
+//     64 k-rows x 64 n (box {64, 64} over dims {N, K}) stored 8192 bytes apart, so LBO = 8192 and
+//     SBO = 1024; the k16 step j starts 16 rows = 2048 bytes further (a multiple of 1024: the
+//     swizzle phase is untouched). The instruction's imm-trans-b = 1 selects this layout.
+//
+// Accumulator fragment of wgmma m64nNk16 (PTX ISA "Register fragments", D matrix): thread t of the
+// warpgroup (warp w = t / 32, lane l) holds, for each n8 chunk q < N / 8, d[4q], d[4q+1] at row
+// 16w + l/4, columns 8q + 2(l%4) + {0, 1}, and d[4q+2], d[4q+3] at row 16w + l/4 + 8.
+//
+// Measured: not yet run on a GPU, so neither its correctness nor its speed is established; the
+// check and the timing against cuBLAS are tests/standalone/gemm_wgmma_check.cu. Compiled only:
+// nvcc/ptxas 13.0 for sm_90a, the 63 instantiations of that check (every valid (bm, bn,
+// consumers), stages 2-4, both dtypes and layouts) keep nothing in local memory; ptxas reports the
+// entry allocation (168 registers with two consumers, 232 with one) and the SASS (nvdisasm) uses
+// at most 58-164 registers, the 128-accumulator tiles 154-164, so a consumer stays well inside
+// its 232. The SASS shows per k-tile one WARPGROUP.ARRIVE, the HGMMAs back to back (.tnspB
+// without kTransB) and WARPGROUP.DEPBAR.LE gsb0, 0x1, no serialising waits between them. Through
+// NVRTC 13.0 the header compiles for sm_90a and, as the trapping fallback, for sm_80 and sm_90.
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "gmjit/type_traits.cuh"
+#include "gmjit/wgmma_ops.cuh"
+
+namespace gmjit {
+namespace wgmma_detail {
+
+// A CUtensorMap's 128 bytes as the kernel receives them (`const __grid_constant__`); the host
+// encodes it with cuTensorMapEncodeTiled (no cuda.h under NVRTC).
+struct alignas(64) TmaMap {
+  unsigned long long words[16];
+};
+
+// Enumerators rather than constexpr variables: NVRTC emits namespace-scope constants as device
+// globals.
+enum : int {
+  kSmemLimitBytes = 232448,  // sm_90's opt-in maximum per block (227 KiB)
+  kSmemSlackBytes = 1024,    // the dynamic base is rounded up to 1024 bytes inside the kernel
+  kBK = 64,                  // one 128-byte swizzle span of 16-bit elements
+  kRowBytes = kBK * 2,
+  kMaxAccumulators = 128,    // fp32 accumulators a consumer thread (the 232-register budget)
+  // Registers after setmaxnreg. With two consumers, __launch_bounds__(384, 1) caps the kernel at
+  // 168 a thread (65536 / 384 rounded down to 8), i.e. 64512 for the block, and 40 * 128 +
+  // 232 * 256 = 64512 exactly. With one consumer (256 threads) ptxas 13.0 allocates 232 at entry
+  // (the largest count the kernel asks for), 59392 for the block: the consumer's inc is then a
+  // no-op. The counts must be multiples of 8 in [24, 256].
+  kProducerRegs = 40,
+  kConsumerRegs = 232,
+};
+
+// Dynamic shared memory bytes the host requests: the alignment slack, kStages (A, B) buffers and
+// two 8-byte mbarriers a stage.
+__host__ __device__ constexpr int wgmma_smem_bytes(int bm, int bn, int stages) {
+  return kSmemSlackBytes + stages * ((bm + bn) * kRowBytes + 16);
+}
+
+// 0 when (bm, bn, stages, consumers) is a configuration gemm_wgmma accepts (for every T, kTransB
+// and kGroupM >= 1); otherwise the first rule broken:
+//   1  bm is not 64, 128 or 256 (TMA boxes are at most 256 rows; m64 wgmma blocks)
+//   2  bn is not 64, 128 or 256 (one m64nNk16 covers the tile's N: wgmma_ops.cuh's shapes; N-major
+//      B comes in 64-column panels)
+//   3  consumers is not 1 or 2 (the register split above is for 2 or 3 warpgroups)
+//   4  bm is not a multiple of 64 * consumers (each consumer takes whole m64 blocks)
+//   5  stages < 2
+//   6  (bm / consumers / 64) * (bn / 2) > 128 fp32 accumulators a consumer thread
+//   7  wgmma_smem_bytes(bm, bn, stages) exceeds 232448 bytes (227 KiB)
+__host__ __device__ constexpr int wgmma_config_violation_code(int bm, int bn, int stages, int consumers) {
+  return (bm != 64 && bm != 128 && bm != 256)                               ? 1
+         : (bn != 64 && bn != 128 && bn != 256)                             ? 2
+         : (consumers != 1 && consumers != 2)                               ? 3
+         : (bm % (64 * consumers) != 0)                                     ? 4
+         : (stages < 2)                                                     ? 5
+         : ((bm / consumers / 64) * (bn / 2) > kMaxAccumulators)            ? 6
+         : (wgmma_smem_bytes(bm, bn, stages) > kSmemLimitBytes)             ? 7
+                                                                            : 0;
+}
+
+template <typename T>
+struct PairOf;
+template <>
+struct PairOf<__nv_bfloat16> {
+  typedef __nv_bfloat162 Type;
+  __device__ __forceinline__ static Type pack(float x, float y) { return __floats2bfloat162_rn(x, y); }
+};
+template <>
+struct PairOf<__half> {
+  typedef __half2 Type;
+  __device__ __forceinline__ static Type pack(float x, float y) { return __floats2half2_rn(x, y); }
+};
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// Shared-memory matrix descriptor with 128-byte swizzle (layout type 1 in bits 62-63), base
+// offset 0. Addresses are below 2^18, so (addr >> 4) fits the 14-bit field, and a later offset
+// of `bytes` can be added as `desc + (bytes >> 4)` without carrying out of it.
+__device__ __forceinline__ unsigned long long make_smem_desc(unsigned addr, unsigned lbo_bytes,
+                                                             unsigned sbo_bytes) {
+  return static_cast<unsigned long long>((addr >> 4) & 0x3FFFu) |
+         (static_cast<unsigned long long>((lbo_bytes >> 4) & 0x3FFFu) << 16) |
+         (static_cast<unsigned long long>((sbo_bytes >> 4) & 0x3FFFu) << 32) | (1ull << 62);
+}
+
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+// Makes the initialised barriers visible to the other threads and to the async proxy (TMA's
+// complete_tx) before anyone uses them.
+__device__ __forceinline__ void fence_barrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+__device__ __forceinline__ void mbar_arrive_expect_tx(unsigned bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// One poll; the predicate leaves through selp so the loop is C++ (inline asm gets inlined many
+// times and may not define labels).
+__device__ __forceinline__ bool mbar_try_wait(unsigned bar, unsigned parity) {
+  unsigned done;
+  asm volatile(
+      "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(bar), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+  while (!mbar_try_wait(bar, parity)) {
+  }
+}
+
+__device__ __forceinline__ void prefetch_tensormap(const TmaMap* map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<unsigned long long>(map)) : "memory");
+}
+// Box at element coordinates (inner, outer) of `map` into shared memory at dst; completion is
+// counted in bytes on `bar`. The map operand is the generic address of the __grid_constant__
+// parameter. (.shared::cluster with a CTA-local address: without a cluster launch the CTA is its
+// own cluster.)
+__device__ __forceinline__ void tma_load_2d(unsigned dst, const TmaMap* map, int inner, int outer, unsigned bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+      "[%4];\n" ::"r"(dst),
+      "l"(reinterpret_cast<unsigned long long>(map)), "r"(inner), "r"(outer), "r"(bar)
+      : "memory");
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+}
+// Pins the accumulators in program order at this point: wgmma writes them asynchronously, so code
+// reading them must not be moved above the wait_group that completes the writes (the compiler
+// only sees the asm's "+f" operands, not the wait). CUTLASS's warpgroup_fence_operand.
+template <int kN>
+__device__ __forceinline__ void fence_accumulators(float (&d)[kN]) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+
+// Grouped raster (gemm_mma's): kGroupM consecutive tile-rows are walked column by column.
+template <int kGroupM>
+__device__ __forceinline__ void tile_coords(int t, int tiles_m, int tiles_n, int& tile_m, int& tile_n) {
+  if (kGroupM == 1) {
+    tile_m = t / tiles_n;
+    tile_n = t % tiles_n;
+  } else {
+    const int group_size = kGroupM * tiles_n;
+    const int first_m = (t / group_size) * kGroupM;
+    const int rows = min(tiles_m - first_m, static_cast<int>(kGroupM));
+    const int in_group = t % group_size;
+    tile_m = first_m + in_group % rows;
+    tile_n = in_group / rows;
+  }
+}
+
+}  // namespace wgmma_detail
+
+// C[M,N] = A[M,K] @ B; A and C row-major, fp32 accumulation, C in T (__nv_bfloat16 or __half).
+// kTransB=true: B stored N x K row-major (x @ W^T, weights); kTransB=false: B stored K x N.
+// Block: (kConsumers + 1) * 128 threads. Grid: x = min(ceil(M/kBM) * ceil(N/kBN), SM count) (any
+// x >= 1 is correct: blocks stride over the tiles), y = z = 1. Dynamic shared memory =
+// wgmma_detail::wgmma_smem_bytes(kBM, kBN, kStages).
+// map_a: dims {K, M}, box {64, kBM}; map_b: kTransB dims {K, N}, box {64, kBN}, otherwise dims
+// {N, K}, box {64, 64}; 16-bit elements, 128-byte swizzle, out-of-bounds elements filled with
+// zeros. The host guarantees K % 8 == 0 and N % 8 == 0 (TMA's 16-byte row strides; also every
+// 4-byte pair of C is wholly inside N or wholly outside) and M, N, K >= 1; A and B are read only
+// through the maps, and workspace is not used (it may be null).
+template <typename T, bool kTransB, int kBM, int kBN, int kStages, int kConsumers, int kGroupM>
+__global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
+    gemm_wgmma(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, float* __restrict__ workspace,
+               int M, int N, int K, const __grid_constant__ wgmma_detail::TmaMap map_a,
+               const __grid_constant__ wgmma_detail::TmaMap map_b) {
+  using namespace wgmma_detail;
+  static_assert(IsSame<T, __nv_bfloat16>::kValue || IsSame<T, __half>::kValue,
+                "gemm_wgmma: T must be __nv_bfloat16 or __half");
+  static_assert(kBM == 64 || kBM == 128 || kBM == 256, "gemm_wgmma: kBM must be 64, 128 or 256 (violation 1)");
+  static_assert(kBN == 64 || kBN == 128 || kBN == 256, "gemm_wgmma: kBN must be 64, 128 or 256 (violation 2)");
+  static_assert(kConsumers == 1 || kConsumers == 2, "gemm_wgmma: kConsumers must be 1 or 2 (violation 3)");
+  static_assert(kBM % (64 * kConsumers) == 0, "gemm_wgmma: kBM must be a multiple of 64 * kConsumers (violation 4)");
+  static_assert(kStages >= 2, "gemm_wgmma: kStages must be at least 2 (violation 5)");
+  static_assert((kBM / kConsumers / 64) * (kBN / 2) <= kMaxAccumulators,
+                "gemm_wgmma: more than 128 accumulators a consumer thread (violation 6)");
+  static_assert(wgmma_smem_bytes(kBM, kBN, kStages) <= kSmemLimitBytes,
+                "gemm_wgmma: shared memory over 227 KiB (violation 7)");
+  static_assert(wgmma_config_violation_code(kBM, kBN, kStages, kConsumers) == 0,
+                "gemm_wgmma: wgmma_config_violation_code disagrees with the static_asserts");
+  static_assert(kGroupM >= 1, "gemm_wgmma: kGroupM must be at least 1");
+  static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <=
+                    ((65536 / ((kConsumers + 1) * 128)) & ~7) * (kConsumers + 1) * 128,
+                "gemm_wgmma: setmaxnreg counts exceed the block's register allocation");
+  (void)A;
+  (void)B;
+  (void)workspace;
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  enum : int {
+    kRowsPerConsumer = kBM / kConsumers,
+    kMBlocks = kRowsPerConsumer / 64,  // wgmma m64 blocks of one consumer
+    kAcc = kBN / 2,                    // accumulators of one m64nNk16 a thread
+    kABytes = kBM * kRowBytes,         // one stage of A: kBM rows of 64 k
+    kBBytes = kBN * kRowBytes,         // one stage of B: kBN rows of 64 k, or kBN / 64 panels of 64 k-rows
+    kStageBytes = kABytes + kBBytes,   // what one stage's `full` barrier expects
+    kBPanelBytes = 64 * kRowBytes,     // N-major B: one 64 x 64 TMA box
+    // Descriptor strides and the k16 step inside a stage (see the top of the file).
+    kBLbo = kTransB ? 16 : kBPanelBytes,
+    kBKStep = kTransB ? 32 : 16 * kRowBytes,
+  };
+  static_assert(kABytes % 1024 == 0 && kBBytes % 1024 == 0, "gemm_wgmma: stage buffers stay 1024-aligned");
+
+  extern __shared__ __align__(1024) unsigned char wgmma_smem[];
+  const unsigned smem_base = (smem_u32(wgmma_smem) + 1023u) & ~1023u;
+  const unsigned a_smem = smem_base;
+  const unsigned b_smem = smem_base + kStages * kABytes;
+  const unsigned full_bar = smem_base + kStages * kStageBytes;
+  const unsigned empty_bar = full_bar + 8 * kStages;
+
+  const int tid = static_cast<int>(threadIdx.x);
+  if (tid == 0) {
+#pragma unroll 1
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(full_bar + 8 * s, 1);                  // the producer's arrive.expect_tx
+      mbar_init(empty_bar + 8 * s, kConsumers);        // one arrive per consumer warpgroup
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();
+
+  const int tiles_m = (M + kBM - 1) / kBM;
+  const int tiles_n = (N + kBN - 1) / kBN;
+  const int tiles = tiles_m * tiles_n;
+  const int k_tiles = (K + kBK - 1) / kBK;
+
+  // Roles are the two branches of one if/else, as setmaxnreg needs; nothing after them
+  // synchronises the whole block (the producer's idle threads simply finish).
+  if (tid < 128) {
+    setmaxnreg_dec<kProducerRegs>();
+    if (tid == 0) {
+      prefetch_tensormap(&map_a);
+      prefetch_tensormap(&map_b);
+      int stage = 0;
+      unsigned phase = 0;
+#pragma unroll 1
+      for (int tile = static_cast<int>(blockIdx.x); tile < tiles; tile += static_cast<int>(gridDim.x)) {
+        int tile_m, tile_n;
+        tile_coords<kGroupM>(tile, tiles_m, tiles_n, tile_m, tile_n);
+        const int m0 = tile_m * kBM;
+        const int n0 = tile_n * kBN;
+#pragma unroll 1
+        for (int kt = 0; kt < k_tiles; ++kt) {
+          // Stage free: every consumer finished the wgmmas that read its previous contents.
+          mbar_wait(empty_bar + 8 * stage, phase ^ 1u);
+          const unsigned bar = full_bar + 8 * stage;
+          mbar_arrive_expect_tx(bar, kStageBytes);
+          const int k0 = kt * kBK;
+          tma_load_2d(a_smem + stage * kABytes, &map_a, k0, m0, bar);
+          if (kTransB) {
+            tma_load_2d(b_smem + stage * kBBytes, &map_b, k0, n0, bar);
+          } else {
+#pragma unroll
+            for (int j = 0; j < kBN / 64; ++j) {
+              tma_load_2d(b_smem + stage * kBBytes + j * kBPanelBytes, &map_b, n0 + 64 * j, k0, bar);
+            }
+          }
+          if (++stage == kStages) {
+            stage = 0;
+            phase ^= 1u;
+          }
+        }
+      }
+    }
+  } else {
+    setmaxnreg_inc<kConsumerRegs>();
+    const int consumer = (tid - 128) >> 7;
+    const int t = tid & 127;
+    const int warp = t >> 5;
+    const int lane = t & 31;
+
+    // Descriptors of stage 0, k16 step 0, m64 block 0 of this consumer; everything else is an
+    // offset added to the address field.
+    const unsigned long long desc_a0 = make_smem_desc(a_smem + consumer * kRowsPerConsumer * kRowBytes, 16, 1024);
+    const unsigned long long desc_b0 = make_smem_desc(b_smem, kBLbo, 1024);
+
+    float acc[kMBlocks][kAcc];
+    // Defined once so the first wgmma's "+f" inputs are not undefined values; every tile starts
+    // with scale-d = 0 (overwrite) instead of zeroing here, which would put non-wgmma writes of the
+    // accumulators between wgmmas (ptxas C7515 serialises them).
+#pragma unroll
+    for (int mb = 0; mb < kMBlocks; ++mb) {
+#pragma unroll
+      for (int i = 0; i < kAcc; ++i) acc[mb][i] = 0.f;
+    }
+
+    int stage = 0;
+    unsigned phase = 0;
+#pragma unroll 1
+    for (int tile = static_cast<int>(blockIdx.x); tile < tiles; tile += static_cast<int>(gridDim.x)) {
+      int tile_m, tile_n;
+      tile_coords<kGroupM>(tile, tiles_m, tiles_n, tile_m, tile_n);
+      int prev_stage = 0;
+#pragma unroll 1
+      for (int kt = 0; kt < k_tiles; ++kt) {
+        mbar_wait(full_bar + 8 * stage, phase);
+        // Orders this warpgroup's earlier register accesses to the accumulators (the previous
+        // tile's epilogue) before the wgmmas that overwrite them.
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < kBK / 16; ++kk) {
+#pragma unroll
+          for (int mb = 0; mb < kMBlocks; ++mb) {
+            const unsigned long long da =
+                desc_a0 + static_cast<unsigned>((stage * kABytes + mb * 64 * kRowBytes + kk * 32) >> 4);
+            const unsigned long long db = desc_b0 + static_cast<unsigned>((stage * kBBytes + kk * kBKStep) >> 4);
+            Wgmma<kBN, T>::template run<kTransB ? 0 : 1>(acc[mb], da, db, (kt > 0 || kk > 0) ? 1 : 0);
+          }
+        }
+        wgmma_commit();
+        // k-tile kt - 1's group is done reading its stage: hand that stage back, keep kt's in flight.
+        wgmma_wait<1>();
+        if (kt > 0 && t == 0) mbar_arrive(empty_bar + 8 * prev_stage);
+        prev_stage = stage;
+        if (++stage == kStages) {
+          stage = 0;
+          phase ^= 1u;
+        }
+      }
+      wgmma_wait<0>();
+#pragma unroll
+      for (int mb = 0; mb < kMBlocks; ++mb) fence_accumulators(acc[mb]);
+      if (t == 0) mbar_arrive(empty_bar + 8 * prev_stage);
+
+      // Epilogue from registers (fragment layout at the top). N % 8 == 0 and even columns: a pair
+      // is wholly inside N or wholly outside, and 4-byte aligned.
+      const int row0 = tile_m * kBM + consumer * kRowsPerConsumer + warp * 16 + (lane >> 2);
+      const int col0 = tile_n * kBN + 2 * (lane & 3);
+#pragma unroll
+      for (int mb = 0; mb < kMBlocks; ++mb) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = row0 + mb * 64 + h * 8;
+          if (row < M) {
+            T* const dst = C + static_cast<long long>(row) * N;
+#pragma unroll
+            for (int q = 0; q < kBN / 8; ++q) {
+              const int col = col0 + q * 8;
+              if (col < N) {
+                *reinterpret_cast<typename PairOf<T>::Type*>(dst + col) =
+                    PairOf<T>::pack(acc[mb][4 * q + 2 * h], acc[mb][4 * q + 2 * h + 1]);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+#else
+  // wgmma, setmaxnreg and this TMA form need sm_90a; other targets get a kernel that traps, so the
+  // header still compiles wherever gemm.cuh does.
+  (void)C;
+  (void)M;
+  (void)N;
+  (void)K;
+  (void)map_a;
+  (void)map_b;
+  __trap();
+#endif
+}
+
+}  // namespace gmjit

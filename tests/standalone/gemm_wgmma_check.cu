@@ -1,0 +1,549 @@
+// Standalone GPU check of templates/gmjit/gemm_wgmma.cuh (TMA + wgmma, sm_90a) against a
+// double-precision host reference, independent of the library: the tensor maps are encoded here
+// with the Driver API exactly as the kernel's comment describes. Build and run on an H100/H200:
+//   nvcc -std=c++17 -O2 -arch=sm_90a -Itemplates tests/standalone/gemm_wgmma_check.cu -o gemm_wgmma_check -lcuda -lcublas
+//   ./gemm_wgmma_check           every valid (bm, bn, consumers), stages 2/3/4, group_m 1/8, bf16
+//                                and fp16, both B layouts, tiny, odd and large shapes
+//   ./gemm_wgmma_check --time    bf16 throughput beside cublasGemmEx at 4096^3, 8192^3, 8192x8192x2048
+// Prints one line per (configuration, shape) and exits 1 on any mismatch (or when the device is
+// not sm_90).
+//
+// Inputs are random in +-[1/16, 1) (never zero: a kernel that skips a k-tile shows), C is set to
+// NaN (0xFFFF) before each launch and guard elements after C must stay NaN. Small shapes are
+// checked in full, each at two grids: min(tiles, SMs) and 2 blocks (so a block walks several tiles
+// and the ring's phases carry across tiles). Large shapes: every element must be written (no NaN
+// left) and a few thousand sampled elements are compared. Per element,
+// |got - ref| <= 1e-4 + 4e-6 * k + rtol * |ref|, rtol 4e-3 for bf16 and 5e-4 for fp16 (C's
+// rounding is at most half an ulp: 2^-8 and 2^-11 relative).
+#include <cublas_v2.h>
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "gmjit/gemm_wgmma.cuh"
+
+#define CK(x)                                                                                \
+  do {                                                                                       \
+    cudaError_t e_ = (x);                                                                    \
+    if (e_ != cudaSuccess) {                                                                 \
+      std::printf("CUDA error %s at %s:%d: %s\n", cudaGetErrorString(e_), __FILE__, __LINE__, #x); \
+      std::exit(2);                                                                          \
+    }                                                                                        \
+  } while (0)
+
+#define CU(x)                                                                                   \
+  do {                                                                                          \
+    CUresult r_ = (x);                                                                          \
+    if (r_ != CUDA_SUCCESS) {                                                                   \
+      const char* s_ = nullptr;                                                                 \
+      cuGetErrorString(r_, &s_);                                                                \
+      std::printf("driver error %d (%s) at %s:%d: %s\n", int(r_), s_ ? s_ : "?", __FILE__, __LINE__, #x); \
+      std::exit(2);                                                                             \
+    }                                                                                           \
+  } while (0)
+
+#define CB(x)                                                                               \
+  do {                                                                                      \
+    cublasStatus_t s_ = (x);                                                                \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                      \
+      std::printf("cuBLAS error %d at %s:%d: %s\n", int(s_), __FILE__, __LINE__, #x);       \
+      std::exit(2);                                                                         \
+    }                                                                                       \
+  } while (0)
+
+using gmjit::wgmma_detail::TmaMap;
+typedef __nv_bfloat16 bf;
+typedef __half hf;
+
+static_assert(sizeof(CUtensorMap) == sizeof(TmaMap), "TmaMap must be a CUtensorMap's 128 bytes");
+
+static int g_sms = 0;
+static int g_failures = 0;
+static int g_cases = 0;
+
+template <typename T>
+float to_f(T v);
+template <>
+float to_f(bf v) { return __bfloat162float(v); }
+template <>
+float to_f(hf v) { return __half2float(v); }
+
+template <typename T>
+struct TypeInfo;
+template <>
+struct TypeInfo<bf> {
+  static constexpr CUtensorMapDataType kTma = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  static constexpr double kRtol = 4e-3;
+  static const char* name() { return "bf16"; }
+};
+template <>
+struct TypeInfo<hf> {
+  static constexpr CUtensorMapDataType kTma = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  static constexpr double kRtol = 5e-4;
+  static const char* name() { return "fp16"; }
+};
+
+__device__ __forceinline__ unsigned long long splitmix64(unsigned long long x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// +-[1/16, 1), random sign, rounded to T.
+template <typename T>
+__global__ void fill_random(T* p, size_t n, unsigned long long seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    const unsigned long long h = splitmix64(seed * 0x100000001B3ull + i);
+    const float mag = 0.0625f + 0.9375f * float(h & 0xFFFFFF) * (1.0f / 16777216.0f);
+    p[i] = T((h >> 32) & 1 ? -mag : mag);
+  }
+}
+
+template <typename T>
+void fill(T* p, size_t n, unsigned long long seed) {
+  fill_random<T><<<1024, 256>>>(p, n, seed);
+  CK(cudaGetLastError());
+}
+
+// 2-D map of a row-major matrix: dims {inner, outer} (innermost first), row pitch in bytes, box
+// {box_inner, box_outer}, 128-byte swizzle, out-of-bounds elements read as zeros.
+template <typename T>
+TmaMap encode_map(const void* base, uint64_t inner, uint64_t outer, uint32_t box_inner, uint32_t box_outer) {
+  CUtensorMap map;
+  const cuuint64_t dims[2] = {inner, outer};
+  const cuuint64_t strides[1] = {inner * sizeof(T)};
+  const cuuint32_t box[2] = {box_inner, box_outer};
+  const cuuint32_t element_strides[2] = {1, 1};
+  CU(cuTensorMapEncodeTiled(&map, TypeInfo<T>::kTma, 2, const_cast<void*>(base), dims, strides, box,
+                            element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  TmaMap out;
+  std::memcpy(&out, &map, sizeof(out));
+  return out;
+}
+
+// One compiled configuration: maps, shared memory attribute, launch.
+template <typename T, bool TB, int BM, int BN, int ST, int CO, int GM>
+struct Config {
+  static constexpr int kSmem = gmjit::wgmma_detail::wgmma_smem_bytes(BM, BN, ST);
+  static_assert(gmjit::wgmma_detail::wgmma_config_violation_code(BM, BN, ST, CO) == 0, "invalid test configuration");
+  static std::string label() {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%s %s %dx%d s%d c%d g%d", TypeInfo<T>::name(), TB ? "B^T" : "B  ", BM, BN, ST, CO,
+                  GM);
+    return buf;
+  }
+  static int tiles(int M, int N) { return ((M + BM - 1) / BM) * ((N + BN - 1) / BN); }
+  static void launch(const T* a, const T* b, T* c, int M, int N, int K, int grid, cudaStream_t stream = 0) {
+    static bool prepared = false;
+    auto kernel = gmjit::gemm_wgmma<T, TB, BM, BN, ST, CO, GM>;
+    if (!prepared) {
+      CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+      prepared = true;
+    }
+    const TmaMap ma = encode_map<T>(a, uint64_t(K), uint64_t(M), 64, BM);
+    const TmaMap mb = TB ? encode_map<T>(b, uint64_t(K), uint64_t(N), 64, BN)  // N x K, K contiguous
+                         : encode_map<T>(b, uint64_t(N), uint64_t(K), 64, 64);  // K x N, 64 x 64 panels
+    kernel<<<grid, (CO + 1) * 128, kSmem, stream>>>(a, b, c, nullptr, M, N, K, ma, mb);
+    CK(cudaGetLastError());
+  }
+};
+
+// A problem's data, kept for every configuration that runs it (the reference is computed once).
+template <typename T>
+struct Problem {
+  int M = 0, N = 0, K = 0;
+  bool tb = false;
+  T *da = nullptr, *db = nullptr, *dc = nullptr;
+  std::vector<float> a;   // M x K
+  std::vector<float> bt;  // N x K (B^T whatever the stored layout)
+  std::vector<double> ref;  // M x N when checked in full
+  static constexpr int kGuard = 64;
+
+  double dot(int i, int j) const {
+    double s = 0;
+    const float* x = &a[size_t(i) * K];
+    const float* y = &bt[size_t(j) * K];
+    for (int k = 0; k < K; ++k) s += double(x[k]) * double(y[k]);
+    return s;
+  }
+};
+
+template <typename T>
+Problem<T>& problem(int M, int N, int K, bool tb, bool full) {
+  static std::map<std::tuple<int, int, int, bool>, Problem<T>*> cache;
+  auto key = std::make_tuple(M, N, K, tb);
+  auto it = cache.find(key);
+  if (it != cache.end()) return *it->second;
+  Problem<T>* p = new Problem<T>;
+  p->M = M;
+  p->N = N;
+  p->K = K;
+  p->tb = tb;
+  const size_t na = size_t(M) * K, nb = size_t(N) * K, nc = size_t(M) * N;
+  CK(cudaMalloc(&p->da, na * sizeof(T)));
+  CK(cudaMalloc(&p->db, nb * sizeof(T)));
+  CK(cudaMalloc(&p->dc, (nc + Problem<T>::kGuard) * sizeof(T)));
+  const unsigned long long seed = (unsigned long long)M * 1000003ull + N * 1009ull + K + (tb ? 7ull << 40 : 0);
+  fill(p->da, na, seed);
+  fill(p->db, nb, seed ^ 0xABCDEFull);
+  CK(cudaDeviceSynchronize());
+  std::vector<T> ha(na), hb(nb);
+  CK(cudaMemcpy(ha.data(), p->da, na * sizeof(T), cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(hb.data(), p->db, nb * sizeof(T), cudaMemcpyDeviceToHost));
+  p->a.resize(na);
+  for (size_t i = 0; i < na; ++i) p->a[i] = to_f(ha[i]);
+  p->bt.resize(nb);
+  if (tb) {
+    for (size_t i = 0; i < nb; ++i) p->bt[i] = to_f(hb[i]);
+  } else {
+    for (int k = 0; k < K; ++k)
+      for (int j = 0; j < N; ++j) p->bt[size_t(j) * K + k] = to_f(hb[size_t(k) * N + j]);
+  }
+  if (full) {
+    p->ref.resize(nc);
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < N; ++j) p->ref[size_t(i) * N + j] = p->dot(i, j);
+  }
+  cache[key] = p;
+  return *p;
+}
+
+struct Shape {
+  int m, n, k;
+};
+
+// Launches `C` on `p` with the given grid and compares. Returns the largest error; counts
+// mismatches into *bad and describes the first few.
+template <typename T, typename C>
+double launch_and_compare(Problem<T>& p, int grid, bool full, int* bad) {
+  const size_t nc = size_t(p.M) * p.N;
+  CK(cudaMemset(p.dc, 0xFF, (nc + Problem<T>::kGuard) * sizeof(T)));  // NaN in bf16 and fp16
+  C::launch(p.da, p.db, p.dc, p.M, p.N, p.K, grid);
+  CK(cudaDeviceSynchronize());
+  std::vector<T> c(nc + Problem<T>::kGuard);
+  CK(cudaMemcpy(c.data(), p.dc, c.size() * sizeof(T), cudaMemcpyDeviceToHost));
+  for (int i = 0; i < Problem<T>::kGuard; ++i) {
+    unsigned short bits;
+    std::memcpy(&bits, &c[nc + i], 2);
+    if (bits != 0xFFFF) {
+      if (*bad < 4) std::printf("  guard element %d after C overwritten\n", i);
+      ++*bad;
+      break;
+    }
+  }
+  const double rtol = TypeInfo<T>::kRtol;
+  const double atol = 1e-4 + 4e-6 * p.K;
+  double max_err = 0;
+  auto check_one = [&](int i, int j, double ref) {
+    const double got = to_f(c[size_t(i) * p.N + j]);
+    const double err = std::fabs(got - ref);
+    if (!(err <= atol + rtol * std::fabs(ref))) {
+      if (*bad < 4) std::printf("  grid %d: C[%d,%d] = %g, want %g\n", grid, i, j, got, ref);
+      ++*bad;
+      if (!(err <= max_err)) max_err = std::isnan(err) ? INFINITY : err;
+      return;
+    }
+    max_err = std::max(max_err, err);
+  };
+  if (full) {
+    for (int i = 0; i < p.M; ++i)
+      for (int j = 0; j < p.N; ++j) check_one(i, j, p.ref[size_t(i) * p.N + j]);
+  } else {
+    size_t unwritten = 0;
+    for (size_t e = 0; e < nc; ++e) unwritten += std::isnan(to_f(c[e]));
+    if (unwritten) {
+      std::printf("  grid %d: %zu elements of C left unwritten (NaN)\n", grid, unwritten);
+      *bad += 1;
+      max_err = INFINITY;
+    }
+    std::mt19937 rng(p.M * 31 + p.N * 17 + p.K);
+    std::vector<std::pair<int, int>> picks;
+    // The corners of the matrix and of the first tile, then random elements.
+    for (int i : {0, 1, 63, 64, p.M - 1})
+      for (int j : {0, 1, 7, 8, p.N - 1})
+        if (i >= 0 && i < p.M && j >= 0 && j < p.N) picks.push_back({i, j});
+    std::uniform_int_distribution<int> di(0, p.M - 1), dj(0, p.N - 1);
+    for (int s = 0; s < 4096; ++s) picks.push_back({di(rng), dj(rng)});
+    for (auto& ij : picks) check_one(ij.first, ij.second, p.dot(ij.first, ij.second));
+  }
+  return max_err;
+}
+
+template <typename T, bool TB, int BM, int BN, int ST, int CO, int GM>
+void check(const std::vector<Shape>& shapes, bool full) {
+  typedef Config<T, TB, BM, BN, ST, CO, GM> C;
+  for (const Shape& s : shapes) {
+    ++g_cases;
+    Problem<T>& p = problem<T>(s.m, s.n, s.k, TB, full);
+    const int tiles = C::tiles(s.m, s.n);
+    const int grid_full = std::min(tiles, g_sms);
+    int bad = 0;
+    double err = launch_and_compare<T, C>(p, grid_full, full, &bad);
+    int grid_small = 0;
+    if (full && tiles > 2) {  // several tiles a block: the ring's phases carry across tiles
+      grid_small = 2;
+      err = std::max(err, launch_and_compare<T, C>(p, grid_small, full, &bad));
+    }
+    if (bad) ++g_failures;
+    char grids[32];
+    if (grid_small)
+      std::snprintf(grids, sizeof grids, "grids %d,%d", grid_full, grid_small);
+    else
+      std::snprintf(grids, sizeof grids, "grid %d", grid_full);
+    std::printf("%s %-28s M=%-5d N=%-5d K=%-5d %-14s %s max_err=%.3g bad=%d\n", bad ? "FAIL" : "PASS",
+                C::label().c_str(), s.m, s.n, s.k, grids, full ? "full   " : "sampled", err, bad);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Timing.
+
+static void* g_flush = nullptr;
+static const size_t kFlushBytes = size_t(256) << 20;
+
+// Median milliseconds of `reps` runs of launch(), L2 flushed (a 256 MB memset) before each run
+// and only the launch between the events.
+template <typename F>
+double median_ms(F launch, int reps = 20) {
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  for (int i = 0; i < 3; ++i) launch();
+  CK(cudaDeviceSynchronize());
+  std::vector<float> ms(reps);
+  for (int r = 0; r < reps; ++r) {
+    CK(cudaMemsetAsync(g_flush, r & 0xFF, kFlushBytes));
+    CK(cudaEventRecord(e0));
+    launch();
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    CK(cudaEventElapsedTime(&ms[r], e0, e1));
+  }
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+  std::sort(ms.begin(), ms.end());
+  return reps % 2 ? ms[reps / 2] : 0.5 * (ms[reps / 2 - 1] + ms[reps / 2]);
+}
+
+struct TimeCtx {
+  cublasHandle_t handle;
+  int M, N, K;
+  bool tb;
+  bf *da, *db, *dc;
+  double cublas_ms;
+  std::vector<float> a, bt;  // for a sampled check of each configuration's output
+};
+
+static double tflops(const TimeCtx& t, double ms) { return 2.0 * t.M * t.N * double(t.K) / ms / 1e9; }
+
+// C^T = B^T A^T in cuBLAS's column-major view: A (M x K row-major) is A^T (K x M, ld K); B stored
+// N x K is column-major K x N (ld K), transposed by op T; B stored K x N is column-major N x K
+// (ld N), B^T already.
+static void cublas_gemm(const TimeCtx& t) {
+  const float alpha = 1.f, beta = 0.f;
+  CB(cublasGemmEx(t.handle, t.tb ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, t.N, t.M, t.K, &alpha, t.db, CUDA_R_16BF,
+                  t.tb ? t.K : t.N, t.da, CUDA_R_16BF, t.K, &beta, t.dc, CUDA_R_16BF, t.N, CUBLAS_COMPUTE_32F,
+                  CUBLAS_GEMM_DEFAULT));
+}
+
+// Sampled comparison of t.dc against the host reference (256 elements).
+static int sampled_bad(const TimeCtx& t, double* max_err) {
+  std::mt19937 rng(99);
+  std::uniform_int_distribution<int> di(0, t.M - 1), dj(0, t.N - 1);
+  int bad = 0;
+  *max_err = 0;
+  for (int s = 0; s < 256; ++s) {
+    const int i = di(rng), j = dj(rng);
+    double ref = 0;
+    for (int k = 0; k < t.K; ++k) ref += double(t.a[size_t(i) * t.K + k]) * double(t.bt[size_t(j) * t.K + k]);
+    bf g;
+    CK(cudaMemcpy(&g, t.dc + size_t(i) * t.N + j, sizeof(bf), cudaMemcpyDeviceToHost));
+    const double err = std::fabs(double(to_f(g)) - ref);
+    if (!(err <= 1e-4 + 4e-6 * t.K + TypeInfo<bf>::kRtol * std::fabs(ref))) ++bad;
+    if (!(err <= *max_err)) *max_err = err;
+  }
+  return bad;
+}
+
+template <int BM, int BN, int ST, int CO, int GM, bool TB>
+void time_config(TimeCtx& t) {
+  typedef Config<bf, TB, BM, BN, ST, CO, GM> C;
+  const int grid = std::min(C::tiles(t.M, t.N), g_sms);
+  CK(cudaMemset(t.dc, 0xFF, size_t(t.M) * t.N * sizeof(bf)));
+  const double ms = median_ms([&] { C::launch(t.da, t.db, t.dc, t.M, t.N, t.K, grid); });
+  double err = 0;
+  const int bad = sampled_bad(t, &err);
+  if (bad) ++g_failures;
+  std::printf("time %-28s %5dx%5dx%5d %8.3f ms %6.1f TFLOP/s  %.2fx cuBLAS  check %s (max_err %.3g)\n",
+              C::label().c_str(), t.M, t.N, t.K, ms, tflops(t, ms), t.cublas_ms / ms, bad ? "FAIL" : "ok", err);
+}
+
+template <bool TB>
+void time_shape(cublasHandle_t handle, int M, int N, int K) {
+  TimeCtx t;
+  t.handle = handle;
+  t.M = M;
+  t.N = N;
+  t.K = K;
+  t.tb = TB;
+  CK(cudaMalloc(&t.da, size_t(M) * K * sizeof(bf)));
+  CK(cudaMalloc(&t.db, size_t(N) * K * sizeof(bf)));
+  CK(cudaMalloc(&t.dc, size_t(M) * N * sizeof(bf)));
+  fill(t.da, size_t(M) * K, 11);
+  fill(t.db, size_t(N) * K, 12);
+  CK(cudaDeviceSynchronize());
+  {
+    std::vector<bf> ha(size_t(M) * K), hb(size_t(N) * K);
+    CK(cudaMemcpy(ha.data(), t.da, ha.size() * sizeof(bf), cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hb.data(), t.db, hb.size() * sizeof(bf), cudaMemcpyDeviceToHost));
+    t.a.resize(ha.size());
+    for (size_t i = 0; i < ha.size(); ++i) t.a[i] = to_f(ha[i]);
+    t.bt.resize(hb.size());
+    if (TB) {
+      for (size_t i = 0; i < hb.size(); ++i) t.bt[i] = to_f(hb[i]);
+    } else {
+      for (int k = 0; k < K; ++k)
+        for (int j = 0; j < N; ++j) t.bt[size_t(j) * K + k] = to_f(hb[size_t(k) * N + j]);
+    }
+  }
+  t.cublas_ms = median_ms([&] { cublas_gemm(t); });
+  double err = 0;
+  const int bad = sampled_bad(t, &err);
+  std::printf("time %-28s %5dx%5dx%5d %8.3f ms %6.1f TFLOP/s  (reference)     check %s (max_err %.3g)\n",
+              TB ? "cuBLAS bf16 B^T" : "cuBLAS bf16 B", M, N, K, t.cublas_ms, tflops(t, t.cublas_ms),
+              bad ? "FAIL" : "ok", err);
+  time_config<128, 256, 4, 2, 8, TB>(t);
+  time_config<128, 256, 3, 2, 8, TB>(t);
+  time_config<256, 128, 3, 2, 8, TB>(t);
+  time_config<256, 128, 4, 2, 8, TB>(t);
+  time_config<128, 128, 4, 2, 8, TB>(t);
+  time_config<128, 128, 4, 1, 8, TB>(t);
+  CK(cudaFree(t.da));
+  CK(cudaFree(t.db));
+  CK(cudaFree(t.dc));
+}
+
+int main(int argc, char** argv) {
+  const bool time_mode = argc > 1 && std::string(argv[1]) == "--time";
+  CK(cudaSetDevice(0));
+  CK(cudaFree(nullptr));  // creates the context the driver calls below use
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  g_sms = prop.multiProcessorCount;
+  std::printf("device %s, sm_%d%d, %d SMs, %zu bytes opt-in shared memory a block\n", prop.name, prop.major,
+              prop.minor, g_sms, size_t(prop.sharedMemPerBlockOptin));
+  if (prop.major != 9 || prop.minor != 0) {
+    std::printf("gemm_wgmma needs an sm_90 (Hopper) device\n");
+    return 1;
+  }
+
+  if (time_mode) {
+    CK(cudaMalloc(&g_flush, kFlushBytes));
+    cublasHandle_t handle;
+    CB(cublasCreate(&handle));
+    const Shape shapes[] = {{4096, 4096, 4096}, {8192, 8192, 8192}, {8192, 8192, 2048}};
+    for (const Shape& s : shapes) {
+      time_shape<true>(handle, s.m, s.n, s.k);
+      time_shape<false>(handle, s.m, s.n, s.k);
+    }
+    CB(cublasDestroy(handle));
+    CK(cudaFree(g_flush));
+    std::printf("%s\n", g_failures ? "some timed outputs were wrong" : "all timed outputs checked");
+    return g_failures == 0 ? 0 : 1;
+  }
+
+  // Tiny and odd shapes cover m in {1, 7, 64, 129, 300}, n in {8, 64, 136, 264}, k in
+  // {8, 64, 72, 520}: partial tiles in every dimension, k shorter than one k-tile, k-tile counts
+  // that are not multiples of the stage count.
+  const std::vector<Shape> small = {{1, 8, 8},      {7, 64, 72},    {64, 136, 520}, {129, 264, 64},
+                                    {300, 8, 520},  {300, 264, 72}, {129, 136, 8},  {64, 264, 520},
+                                    {300, 136, 520}, {1, 264, 520}, {7, 8, 64}};
+  const std::vector<Shape> large = {{1024, 1024, 1024}, {2048, 4096, 1024}};
+
+  // bf16, B^T (the weight layout): every valid (bm, bn, consumers) at stages 2 and 4, group_m
+  // alternating.
+  check<bf, true, 64, 64, 2, 1, 1>(small, true);
+  check<bf, true, 64, 64, 4, 1, 8>(small, true);
+  check<bf, true, 64, 128, 2, 1, 8>(small, true);
+  check<bf, true, 64, 128, 4, 1, 1>(small, true);
+  check<bf, true, 64, 256, 2, 1, 1>(small, true);
+  check<bf, true, 64, 256, 4, 1, 8>(small, true);
+  check<bf, true, 128, 64, 2, 1, 8>(small, true);
+  check<bf, true, 128, 64, 4, 1, 1>(small, true);
+  check<bf, true, 128, 128, 2, 1, 1>(small, true);
+  check<bf, true, 128, 128, 4, 1, 8>(small, true);
+  check<bf, true, 256, 64, 2, 1, 8>(small, true);
+  check<bf, true, 256, 64, 4, 1, 1>(small, true);
+  check<bf, true, 128, 64, 2, 2, 1>(small, true);
+  check<bf, true, 128, 64, 4, 2, 8>(small, true);
+  check<bf, true, 128, 128, 2, 2, 8>(small, true);
+  check<bf, true, 128, 128, 4, 2, 1>(small, true);
+  check<bf, true, 128, 256, 2, 2, 1>(small, true);
+  check<bf, true, 128, 256, 4, 2, 8>(small, true);
+  check<bf, true, 256, 64, 2, 2, 8>(small, true);
+  check<bf, true, 256, 64, 4, 2, 1>(small, true);
+  check<bf, true, 256, 128, 2, 2, 1>(small, true);
+  check<bf, true, 256, 128, 4, 2, 8>(small, true);
+
+  // The other dtype / layout pairs: every (bm, bn, consumers) once, stages and group_m rotating
+  // (3 stages too: a ring whose length is not a power of two).
+  check<bf, false, 64, 64, 4, 1, 8>(small, true);
+  check<bf, false, 64, 128, 2, 1, 1>(small, true);
+  check<bf, false, 64, 256, 3, 1, 8>(small, true);
+  check<bf, false, 128, 64, 4, 1, 1>(small, true);
+  check<bf, false, 128, 128, 2, 1, 8>(small, true);
+  check<bf, false, 256, 64, 3, 1, 1>(small, true);
+  check<bf, false, 128, 64, 2, 2, 8>(small, true);
+  check<bf, false, 128, 128, 3, 2, 1>(small, true);
+  check<bf, false, 128, 256, 4, 2, 8>(small, true);
+  check<bf, false, 256, 64, 4, 2, 1>(small, true);
+  check<bf, false, 256, 128, 2, 2, 8>(small, true);
+
+  check<hf, true, 64, 64, 3, 1, 1>(small, true);
+  check<hf, true, 64, 128, 4, 1, 8>(small, true);
+  check<hf, true, 64, 256, 2, 1, 8>(small, true);
+  check<hf, true, 128, 64, 2, 1, 1>(small, true);
+  check<hf, true, 128, 128, 4, 1, 1>(small, true);
+  check<hf, true, 256, 64, 2, 1, 8>(small, true);
+  check<hf, true, 128, 64, 4, 2, 1>(small, true);
+  check<hf, true, 128, 128, 2, 2, 8>(small, true);
+  check<hf, true, 128, 256, 3, 2, 1>(small, true);
+  check<hf, true, 256, 64, 3, 2, 8>(small, true);
+  check<hf, true, 256, 128, 4, 2, 1>(small, true);
+
+  check<hf, false, 64, 64, 2, 1, 8>(small, true);
+  check<hf, false, 64, 128, 3, 1, 1>(small, true);
+  check<hf, false, 64, 256, 4, 1, 1>(small, true);
+  check<hf, false, 128, 64, 3, 1, 8>(small, true);
+  check<hf, false, 128, 128, 4, 1, 8>(small, true);
+  check<hf, false, 256, 64, 4, 1, 1>(small, true);
+  check<hf, false, 128, 64, 2, 2, 1>(small, true);
+  check<hf, false, 128, 128, 4, 2, 8>(small, true);
+  check<hf, false, 128, 256, 2, 2, 8>(small, true);
+  check<hf, false, 256, 64, 2, 2, 1>(small, true);
+  check<hf, false, 256, 128, 3, 2, 8>(small, true);
+
+  // Large shapes, sampled: many tiles a block on the persistent grid.
+  check<bf, true, 128, 256, 4, 2, 8>(large, false);
+  check<bf, false, 128, 256, 4, 2, 8>(large, false);
+  check<bf, true, 256, 128, 4, 2, 8>(large, false);
+  check<bf, true, 64, 64, 2, 1, 1>(large, false);
+  check<hf, false, 128, 128, 4, 1, 8>(large, false);
+  check<hf, true, 256, 128, 4, 2, 1>(large, false);
+
+  std::printf("%d of %d cases failed\n", g_failures, g_cases);
+  return g_failures == 0 ? 0 : 1;
+}
