@@ -154,7 +154,7 @@ void measure(const Options& o, const DeviceInfo& device, cache::Store& store, cu
       cache::load_through_cache(store, codegen::specialize(kernel, p.shape, p.dtype, row.config), device.arch);
   const LaunchGeometry geometry = kernel.geometry(row.config, p.shape, templates::dtype_info(p.dtype));
   tuner::Harness harness(kernel, p.shape, p.dtype, device, o.seed);
-  row.verify_error = harness.verify(*binary.kernel, geometry);
+  row.verify_error = harness.verify(*binary.kernel, geometry, row.config);
   if (!harness.failure().empty()) {
     row.failure = "verification: " + harness.failure();
     return;
@@ -176,7 +176,7 @@ void measure(const Options& o, const DeviceInfo& device, cache::Store& store, cu
   };
   cublas_sample();  // cuBLAS's first call picks and loads its kernel
   if (row.skinny()) copy_sample();
-  const tuner::Harness::Entrant entrant{binary.kernel.get(), geometry, 1};
+  const tuner::Harness::Entrant entrant{binary.kernel.get(), geometry, row.config, 1};
   std::vector<double> ours, theirs, copies;
   for (int round = 0; round < o.samples; ++round) {
     if (round % 2) theirs.push_back(cublas_sample());

@@ -140,7 +140,7 @@ void measure(const Options& o, const DeviceInfo& device, cache::Store& store, Ro
   const LaunchGeometry geometry = kernel.geometry(row.config, p.shape, templates::dtype_info(p.dtype));
   tuner::Harness harness(kernel, p.shape, p.dtype, device, o.seed);
   row.tolerance = harness.tolerance();
-  row.verify_error = harness.verify(*binary.kernel, geometry);
+  row.verify_error = harness.verify(*binary.kernel, geometry, row.config);
   if (!(row.verify_error <= row.tolerance)) {
     row.failure = std::isfinite(row.verify_error)
                       ? fmt::format("relative L2 error {:.3g} above tolerance {:.3g}", row.verify_error, row.tolerance)
@@ -161,7 +161,7 @@ void measure(const Options& o, const DeviceInfo& device, cache::Store& store, Ro
   copy_sample();  // warm-up; the kernel's was the verification launch
   // One launch per sample: the harness batches short kernels, but a batch's later launches would
   // find a shape smaller than the L2 still there and measure the L2, not HBM.
-  const tuner::Harness::Entrant entrant{binary.kernel.get(), geometry, 1};
+  const tuner::Harness::Entrant entrant{binary.kernel.get(), geometry, row.config, 1};
   std::vector<double> kernel_samples, copy_samples;
   for (int round = 0; round < o.samples; ++round) {
     if (round % 2) copy_samples.push_back(copy_sample());

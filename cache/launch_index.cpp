@@ -38,7 +38,7 @@ namespace fs = std::filesystem;
 // Native byte order throughout: the index never leaves the machine that wrote it (export and
 // import carry the SQLite rows); the magic's byte order check refuses a foreign one anyway.
 constexpr char kMagic[8] = {'G', 'M', 'J', 'I', 'T', 'L', 'X', '1'};
-constexpr std::uint32_t kFormat = 2;
+constexpr std::uint32_t kFormat = 3;  // 3: plans carry the launch's cluster dimensions
 
 struct Header {
   char magic[8];
@@ -365,7 +365,7 @@ std::optional<LaunchIndex::Winner> LaunchIndex::nearest_winner(const std::string
 }
 
 // Plans table: count; then device, problem key, kernel, dtype, default-dtype flag, shape, config,
-// compile key, tensor names, grid and block (3 u32 each), dynamic shared bytes, workspace
+// compile key, tensor names, grid and block (3 u32 each), dynamic shared bytes, cluster (3 u32), workspace
 // (flag, bytes, layout), scalar slots (count, 16 bytes each).
 std::size_t LaunchIndex::plan_count() const {
   if (!plans_usable_) return 0;
@@ -398,6 +398,7 @@ std::optional<LaunchIndex::Plan> LaunchIndex::find_plan(const std::string& devic
     for (int a = 0; a < 3; ++a) plan.geometry.grid[a] = r.u32();
     for (int a = 0; a < 3; ++a) plan.geometry.block[a] = r.u32();
     plan.geometry.dynamic_shared_bytes = r.u32();
+    for (int a = 0; a < 3; ++a) plan.geometry.cluster[a] = r.u32();
     plan.has_workspace = r.u32() != 0;
     plan.workspace_bytes = static_cast<std::int64_t>(r.u64());
     plan.workspace_layout = static_cast<std::int64_t>(r.u64());
@@ -459,6 +460,7 @@ bool add_plan(Writer& table, const WinnerRecord& w, const Shape& shape, const Co
     for (int a = 0; a < 3; ++a) row.u32(g.grid[a]);
     for (int a = 0; a < 3; ++a) row.u32(g.block[a]);
     row.u32(g.dynamic_shared_bytes);
+    for (int a = 0; a < 3; ++a) row.u32(g.cluster[a]);
     const auto workspace = kernel.workspace ? std::optional(kernel.workspace(shape)) : std::nullopt;
     row.u32(workspace ? 1 : 0);
     row.u64(workspace ? static_cast<std::uint64_t>(workspace->bytes) : 0);
@@ -467,7 +469,10 @@ bool add_plan(Writer& table, const WinnerRecord& w, const Shape& shape, const Co
     kernel.add_scalars(scalars, shape);
     void** slots = scalars.pointers();
     std::string slot_bytes;
-    for (std::size_t j = 0; j < scalars.size(); ++j) slot_bytes.append(static_cast<const char*>(slots[j]), 16);
+    for (std::size_t j = 0; j < scalars.size(); ++j) {
+      if (scalars.bytes_of(j) > 16) throw Error(ErrorKind::usage, 0, "a scalar argument of more than 16 bytes");
+      slot_bytes.append(static_cast<const char*>(slots[j]), 16);
+    }
     row.u32(static_cast<std::uint32_t>(scalars.size()));
     row.text(slot_bytes);
   } catch (const std::exception& e) {

@@ -20,8 +20,8 @@ namespace gmjit::detail {
   X(cuStreamSynchronize) X(cuMemAlloc) X(cuMemFree) X(cuMemGetInfo) X(cuMemcpyHtoD)          \
   X(cuMemcpyDtoH) X(cuMemcpyDtoDAsync) X(cuMemsetD8Async) X(cuMemsetD32Async)               \
   X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncGetAttribute)        \
-  X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuEventCreate) X(cuEventDestroy)                \
-  X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)
+  X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuLaunchKernelEx) X(cuEventCreate) X(cuEventDestroy) \
+  X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuTensorMapEncodeTiled)
 
 struct DriverApi {
 #define GMJIT_DRIVER_MEMBER(name) decltype(&::name) name = nullptr;

@@ -49,6 +49,14 @@ void Kernel::reserve_dynamic_shared(unsigned bytes) {
   reserved_dynamic_shared_ = bytes;
 }
 
+void Kernel::allow_cluster(std::uint64_t blocks) {
+  // Eight blocks is the portable cluster size; Hopper runs 16 once the kernel opts in.
+  constexpr std::uint64_t kPortableClusterBlocks = 8;
+  if (blocks <= kPortableClusterBlocks || non_portable_cluster_allowed_) return;
+  GMJIT_CU(driver().cuFuncSetAttribute(function_, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1));
+  non_portable_cluster_allowed_ = true;
+}
+
 Module::Module(const std::vector<char>& image) : Module(static_cast<const void*>(image.data())) {}
 
 Module::Module(const void* image) { GMJIT_CU(driver().cuModuleLoadData(&module_, image)); }
@@ -89,20 +97,45 @@ void prepare_launch(Kernel& kernel, const LaunchGeometry& geometry) {
   if (geometry.grid[0] == 0 || geometry.grid[1] == 0 || geometry.grid[2] == 0) {
     throw Error(ErrorKind::launch, 0, kernel.lowered_name() + ": empty grid");
   }
+  for (int a = 0; a < 3; ++a) {
+    if (geometry.cluster[a] == 0 || geometry.grid[a] % geometry.cluster[a] != 0) {
+      throw Error(ErrorKind::launch, 0,
+                  fmt::format("{}: a grid of {}x{}x{} blocks is not a whole number of {}x{}x{} clusters",
+                              kernel.lowered_name(), geometry.grid[0], geometry.grid[1], geometry.grid[2],
+                              geometry.cluster[0], geometry.cluster[1], geometry.cluster[2]));
+    }
+  }
   kernel.reserve_dynamic_shared(geometry.dynamic_shared_bytes);
+  kernel.allow_cluster(geometry.blocks_per_cluster());
 }
 
 void launch_prepared(const Kernel& kernel, const LaunchGeometry& geometry, void** args, CUstream stream) {
-  const CUresult result = driver().cuLaunchKernel(
-      kernel.get(), geometry.grid[0], geometry.grid[1], geometry.grid[2], geometry.block[0], geometry.block[1],
-      geometry.block[2], geometry.dynamic_shared_bytes, stream, args, nullptr);
+  CUlaunchConfig config{};
+  config.gridDimX = geometry.grid[0];
+  config.gridDimY = geometry.grid[1];
+  config.gridDimZ = geometry.grid[2];
+  config.blockDimX = geometry.block[0];
+  config.blockDimY = geometry.block[1];
+  config.blockDimZ = geometry.block[2];
+  config.sharedMemBytes = geometry.dynamic_shared_bytes;
+  config.hStream = stream;
+  CUlaunchAttribute cluster{};
+  if (geometry.blocks_per_cluster() > 1) {
+    cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    cluster.value.clusterDim.x = geometry.cluster[0];
+    cluster.value.clusterDim.y = geometry.cluster[1];
+    cluster.value.clusterDim.z = geometry.cluster[2];
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+  }
+  const CUresult result = driver().cuLaunchKernelEx(&config, kernel.get(), args, nullptr);
   if (result != CUDA_SUCCESS) {
     const auto threads = geometry.threads_per_block();
     if (threads > static_cast<std::uint64_t>(kernel.attributes().max_threads_per_block)) {
       throw too_many_threads(kernel, threads);
     }
     throw Error(ErrorKind::launch, result, cu_error_string(result) + " launching " + kernel.lowered_name(),
-                "cuLaunchKernel", __FILE__, __LINE__);
+                "cuLaunchKernelEx", __FILE__, __LINE__);
   }
 }
 

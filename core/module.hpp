@@ -38,6 +38,9 @@ class Kernel {
   // Kernels may use more than 48 KiB of dynamic shared memory only after opting in; throws
   // Error(device_limit) when static + dynamic exceeds what the device allows.
   void reserve_dynamic_shared(unsigned bytes);
+  // Clusters of more than 8 blocks need the kernel's opt-in; the launch then says whether the
+  // device runs them (Error(launch)).
+  void allow_cluster(std::uint64_t blocks);
 
  private:
   CUfunction function_;
@@ -48,6 +51,7 @@ class Kernel {
   };
   std::unique_ptr<LazyAttributes> attributes_ = std::make_unique<LazyAttributes>();
   unsigned reserved_dynamic_shared_ = 0;
+  bool non_portable_cluster_allowed_ = false;
 };
 
 class Module {
@@ -74,7 +78,8 @@ class Module {
 void launch(Kernel& kernel, const LaunchGeometry& geometry, KernelArgs& args, CUstream stream);
 
 // launch() in two halves, for a caller that launches one geometry many times: the checks and the
-// shared-memory opt-in once, then cuLaunchKernel alone. `args` points at each argument's bytes.
+// shared-memory and cluster opt-ins once, then cuLaunchKernelEx alone (with the cluster
+// dimensions as its launch attribute). `args` points at each argument's bytes.
 void prepare_launch(Kernel& kernel, const LaunchGeometry& geometry);
 void launch_prepared(const Kernel& kernel, const LaunchGeometry& geometry, void** args, CUstream stream);
 

@@ -166,6 +166,9 @@ struct Runtime::Impl {
     std::optional<templates::WorkspaceNeed> workspace;
     detail::KernelArgs scalars;
     std::vector<void*> scalar_pointers;
+    // The descriptor's add_address_args for this configuration and problem, or empty: the
+    // arguments a launch derives from its tensors' addresses (TMA maps), after the scalars.
+    std::function<void(detail::KernelArgs&, const std::uint64_t*)> address_args;
   };
 
   // One problem as launched here. The identity is compared on every lookup, so a hash collision
@@ -479,6 +482,13 @@ struct Runtime::Impl {
     return plan;
   }
 
+  static std::function<void(detail::KernelArgs&, const std::uint64_t*)> address_args(
+      const templates::KernelDescriptor& kernel, const Config& config, const Shape& shape, const std::string& dtype) {
+    if (!kernel.add_address_args) return {};
+    return [hook = kernel.add_address_args, config, shape, info = templates::dtype_info(dtype)](
+               detail::KernelArgs& args, const std::uint64_t* addresses) { hook(args, config, shape, info, addresses); };
+  }
+
   // `plan` loaded: its cubin from the index, its launch as planned. nullptr when the index lacks
   // the cubin, for the catalog's path to find or compile it.
   std::shared_ptr<const Loaded> load_plan(const cache::LaunchIndex::Plan& plan, std::string_view kernel,
@@ -509,6 +519,7 @@ struct Runtime::Impl {
     detail::prepare_launch(*loaded->function, loaded->geometry);
     if (plan.has_workspace) loaded->workspace = templates::WorkspaceNeed{plan.workspace_bytes, plan.workspace_layout};
     for (const auto& slot : plan.scalars) loaded->scalars.add(slot);
+    loaded->address_args = address_args(templates::find_kernel(loaded->kernel_name), plan.config, shape, plan.dtype);
     void** pointers = loaded->scalars.pointers();
     loaded->scalar_pointers.assign(pointers, pointers + loaded->scalars.size());
     pending.times.prepare_us = pending.laps.lap();
@@ -552,6 +563,7 @@ struct Runtime::Impl {
     detail::prepare_launch(*loaded->function, loaded->geometry);
     if (r.descriptor->workspace) loaded->workspace = r.descriptor->workspace(r.shape);
     r.descriptor->add_scalars(loaded->scalars, r.shape);
+    loaded->address_args = address_args(*r.descriptor, config, r.shape, r.dtype);
     void** pointers = loaded->scalars.pointers();
     loaded->scalar_pointers.assign(pointers, pointers + loaded->scalars.size());
     pending.times.prepare_us = pending.laps.lap();
@@ -659,20 +671,14 @@ void Runtime::launch(std::string_view kernel, const Shape& shape, Tensors tensor
   const std::size_t n_tensors = loaded.tensor_names.size();
   if (tensors.size() != n_tensors) wrong_tensor_count(loaded.kernel_name, loaded.tensor_names, tensors.size());
   const std::size_t n_buffers = n_tensors + (loaded.workspace ? 1 : 0);
-  const std::size_t n_args = n_buffers + loaded.scalar_pointers.size();
   // Every built-in kernel has a handful of arguments: the common case allocates nothing.
   constexpr std::size_t kInline = 16;
   std::array<CUdeviceptr, kInline> inline_addresses;
-  std::array<void*, kInline> inline_args;
   std::vector<CUdeviceptr> heap_addresses;
-  std::vector<void*> heap_args;
   CUdeviceptr* addresses = inline_addresses.data();
-  void** args = inline_args.data();
-  if (n_args > kInline) {
+  if (n_buffers > kInline) {
     heap_addresses.resize(n_buffers);
-    heap_args.resize(n_args);
     addresses = heap_addresses.data();
-    args = heap_args.data();
   }
   for (std::size_t i = 0; i < n_tensors; ++i) {
     addresses[i] = static_cast<CUdeviceptr>(tensors[i].address());
@@ -681,9 +687,26 @@ void Runtime::launch(std::string_view kernel, const Shape& shape, Tensors tensor
                   fmt::format("{}: tensor '{}' (argument {}) is a null pointer", loaded.kernel_name,
                               loaded.tensor_names[i], i));
     }
-    args[i] = &addresses[i];
   }
+  detail::KernelArgs derived;
+  if (loaded.address_args) {
+    static_assert(sizeof(CUdeviceptr) == sizeof(std::uint64_t), "device addresses are 64-bit");
+    loaded.address_args(derived, reinterpret_cast<const std::uint64_t*>(addresses));
+  }
+  const std::size_t n_args = n_buffers + loaded.scalar_pointers.size() + derived.size();
+  std::array<void*, kInline> inline_args;
+  std::vector<void*> heap_args;
+  void** args = inline_args.data();
+  if (n_args > kInline) {
+    heap_args.resize(n_args);
+    args = heap_args.data();
+  }
+  for (std::size_t i = 0; i < n_tensors; ++i) args[i] = &addresses[i];
   for (std::size_t j = 0; j < loaded.scalar_pointers.size(); ++j) args[n_buffers + j] = loaded.scalar_pointers[j];
+  if (derived.size() > 0) {
+    void** derived_pointers = derived.pointers();
+    std::copy(derived_pointers, derived_pointers + derived.size(), args + n_buffers + loaded.scalar_pointers.size());
+  }
   CurrentContext current(*impl_->api, impl_->context->get());
   const auto cu_stream = static_cast<CUstream>(stream);
   if (!loaded.workspace) {

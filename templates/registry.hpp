@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "gmjit/device.hpp"
 #include "gmjit/types.hpp"
 #include "core/kernel_args.hpp"
 
@@ -188,6 +189,16 @@ struct KernelDescriptor {
   // Empty: the kernel takes no workspace.
   std::function<WorkspaceNeed(const Shape&)> workspace;
   std::function<void(detail::KernelArgs&, const Shape&)> add_scalars;
+  // Optional: arguments computed from the tensors' device addresses at each launch, after the
+  // scalars (a TMA kernel's tensor maps, detail::tile_map). `addresses` holds one per tensor, in
+  // tensors() order. Empty for kernels whose arguments are known without the pointers. It runs on
+  // every launch, so what it computes must come from a cache.
+  std::function<void(detail::KernelArgs&, const Config&, const Shape&, const DtypeInfo&,
+                     const std::uint64_t* addresses)>
+      add_address_args;
+  // Optional: why a configuration cannot run on `device` (an instruction its architecture lacks);
+  // empty when it can. The tuner drops such configurations before compiling them.
+  std::function<std::string(const Config&, const DeviceInfo&)> device_violation;
 
   // The reference kernel takes the same inputs, one double output per output element, and the
   // same scalars; it accumulates in double. Empty when host_reference is set instead. The shape

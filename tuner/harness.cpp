@@ -321,7 +321,7 @@ Harness::Harness(const templates::KernelDescriptor& kernel, const Shape& shape, 
   for (const auto& tensor : tensors_) {
     if (!tensor.arg.output) continue;
     detail::DeviceBuffer out(static_cast<std::size_t>(tensor.arg.elements) * sizeof(double));
-    detail::KernelArgs args = arguments(out.get());
+    detail::KernelArgs args = reference_arguments(out.get());
     detail::launch(reference, kernel.reference_geometry(shape), args, stream_.get());
     stream_.synchronize();
     reference_.push_back(std::move(out));
@@ -329,13 +329,24 @@ Harness::Harness(const templates::KernelDescriptor& kernel, const Shape& shape, 
   }
 }
 
-detail::KernelArgs Harness::arguments(CUdeviceptr reference_output) const {
+detail::KernelArgs Harness::reference_arguments(CUdeviceptr reference_output) const {
   detail::KernelArgs args;
+  for (const auto& tensor : tensors_) args.add(tensor.arg.output ? reference_output : tensor.buffer.get());
+  if (workspace_need_) args.add(workspace_.buffer().get());
+  kernel_.add_scalars(args, shape_);
+  return args;
+}
+
+detail::KernelArgs Harness::arguments(const Config& config) const {
+  detail::KernelArgs args;
+  std::vector<std::uint64_t> addresses;
   for (const auto& tensor : tensors_) {
-    args.add(tensor.arg.output && reference_output != 0 ? reference_output : tensor.buffer.get());
+    args.add(tensor.buffer.get());
+    addresses.push_back(static_cast<std::uint64_t>(tensor.buffer.get()));
   }
   if (workspace_need_) args.add(workspace_.buffer().get());
   kernel_.add_scalars(args, shape_);
+  if (kernel_.add_address_args) kernel_.add_address_args(args, config, shape_, dtype_, addresses.data());
   return args;
 }
 
@@ -345,8 +356,8 @@ void Harness::poison_outputs() {
   }
 }
 
-double Harness::verify(detail::Kernel& kernel, const LaunchGeometry& geometry) {
-  detail::KernelArgs args = arguments();
+double Harness::verify(detail::Kernel& kernel, const LaunchGeometry& geometry, const Config& config) {
+  detail::KernelArgs args = arguments(config);
   if (workspace_need_) {
     // Each candidate starts from a zeroed workspace, as the Runtime's does, so one that leaves it
     // dirty cannot fail the next; the launch checked is the second: a kernel that leaves its
@@ -448,9 +459,9 @@ double Harness::sample(detail::Kernel& kernel, const LaunchGeometry& geometry, d
          batch;
 }
 
-Timing Harness::time(detail::Kernel& kernel, const LaunchGeometry& geometry, const MeasureOptions& options,
-                     double single_ms) {
-  detail::KernelArgs args = arguments();
+Timing Harness::time(detail::Kernel& kernel, const LaunchGeometry& geometry, const Config& config,
+                     const MeasureOptions& options, double single_ms) {
+  detail::KernelArgs args = arguments(config);
   if (single_ms <= 0) {
     detail::launch(kernel, geometry, args, stream_.get());  // warm-up: instruction cache, TLB
     stream_.synchronize();
@@ -490,7 +501,8 @@ Timing Harness::time(detail::Kernel& kernel, const LaunchGeometry& geometry, con
 }
 
 std::vector<Timing> Harness::retime(const std::vector<Entrant>& entrants, int rounds) {
-  std::vector<detail::KernelArgs> args(entrants.size(), arguments());
+  std::vector<detail::KernelArgs> args;
+  for (const auto& entrant : entrants) args.push_back(arguments(entrant.config));
   std::vector<std::vector<double>> samples(entrants.size());
   for (int round = 0; round < rounds; ++round) {
     for (std::size_t k = 0; k < entrants.size(); ++k) {

@@ -93,7 +93,9 @@ class Harness {
   // NaN/inf (unwritten), any element lies outside its bound (templates::element_bound), or a guard
   // byte past an output was overwritten. failure() then says why. Launch errors throw
   // Error(launch/driver).
-  double verify(detail::Kernel& kernel, const LaunchGeometry& geometry);
+  // `config` is the configuration `kernel` was compiled for: a kernel whose descriptor derives
+  // arguments from the tensors' addresses (add_address_args) gets them for it.
+  double verify(detail::Kernel& kernel, const LaunchGeometry& geometry, const Config& config);
   // Why the last verify() failed (output_failure's message, or the guard's), empty when it
   // passed: every element within its bound and the L2 error within tolerance().
   const std::string& failure() const { return failure_; }
@@ -103,11 +105,12 @@ class Harness {
   double last_verify_ms() const { return last_verify_ms_; }
   // `single_ms`: a time already known for one launch of this kernel that ran just before (the
   // verification launch); it then also served as the warm-up, and neither is repeated.
-  Timing time(detail::Kernel& kernel, const LaunchGeometry& geometry, const MeasureOptions& options,
-              double single_ms = 0);
+  Timing time(detail::Kernel& kernel, const LaunchGeometry& geometry, const Config& config,
+              const MeasureOptions& options, double single_ms = 0);
   struct Entrant {
     detail::Kernel* kernel;
     LaunchGeometry geometry;
+    Config config;
     int batch;
   };
   // Times the entrants in turn, `rounds` samples each, rotating the order every round, so a
@@ -132,7 +135,11 @@ class Harness {
     std::unique_ptr<detail::Module> module;
     std::unique_ptr<detail::Kernel> kernel;
   };
-  detail::KernelArgs arguments(CUdeviceptr reference_output = 0) const;
+  // A candidate's arguments: tensors, workspace, scalars, then those its descriptor derives from
+  // the addresses for `config`.
+  detail::KernelArgs arguments(const Config& config) const;
+  // The reference kernel's: the same buffers and scalars, its double output in place of the output.
+  detail::KernelArgs reference_arguments(CUdeviceptr reference_output) const;
   void poison_outputs();
   // One sample: flush L2, then `batch` launches between two events; milliseconds per launch.
   double sample(detail::Kernel& kernel, const LaunchGeometry& geometry, detail::KernelArgs& args, int batch);

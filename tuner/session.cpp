@@ -42,7 +42,8 @@ bool simulated_from_environment() {
 nlohmann::json geometry_json(const LaunchGeometry& g) {
   return {{"grid", {g.grid[0], g.grid[1], g.grid[2]}},
           {"block", {g.block[0], g.block[1], g.block[2]}},
-          {"shared_bytes", g.dynamic_shared_bytes}};
+          {"shared_bytes", g.dynamic_shared_bytes},
+          {"cluster", {g.cluster[0], g.cluster[1], g.cluster[2]}}};
 }
 
 // The first rung of successive halving times briefly; the survivors are timed in full.
@@ -362,9 +363,10 @@ class Tuning {
       }
       // The geometry of a configuration that breaks the constraints may be meaningless.
       const LaunchGeometry geometry = kernel_.geometry(config, problem_.shape, *dtype_);
-      if (geometry.threads_per_block() > 1024) {
+      if (kernel_.device_violation) trial.detail = kernel_.device_violation(config, link_.device);
+      if (trial.detail.empty() && geometry.threads_per_block() > 1024) {
         trial.detail = fmt::format("{} threads per block; the device allows 1024", geometry.threads_per_block());
-      } else if (geometry.dynamic_shared_bytes > static_cast<unsigned>(link_.device.shared_optin_bytes)) {
+      } else if (trial.detail.empty() && geometry.dynamic_shared_bytes > static_cast<unsigned>(link_.device.shared_optin_bytes)) {
         trial.detail = fmt::format("needs {} bytes of dynamic shared memory; the device allows {}",
                                    geometry.dynamic_shared_bytes, link_.device.shared_optin_bytes);
       }

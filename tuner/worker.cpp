@@ -99,6 +99,7 @@ LaunchGeometry geometry_from_json(const nlohmann::json& j) {
     g.block[i] = j.at("block").at(i).get<unsigned>();
   }
   g.dynamic_shared_bytes = j.at("shared_bytes").get<unsigned>();
+  for (int i = 0; i < 3; ++i) g.cluster[i] = j.at("cluster").at(i).get<unsigned>();
   return g;
 }
 
@@ -198,9 +199,9 @@ class CudaBackend final : public Backend {
     const auto id = h.at("id").get<std::int64_t>();
     try {
       auto loaded = std::make_unique<Loaded>(frame.payload, h.at("lowered_name").get<std::string>(),
-                                             geometry_from_json(h.at("geometry")));
+                                             geometry_from_json(h.at("geometry")), h.at("config").get<Config>());
       if (loaded->geometry.dynamic_shared_bytes > 0) loaded->kernel.reserve_dynamic_shared(loaded->geometry.dynamic_shared_bytes);
-      const double error = harness_->verify(loaded->kernel, loaded->geometry);
+      const double error = harness_->verify(loaded->kernel, loaded->geometry, loaded->config);
       // The L2 error also when an element outside its bound failed the candidate: it shows what
       // the L2 check alone would have let through.
       const double l2 = harness_->last_l2_error();
@@ -210,8 +211,8 @@ class CudaBackend final : public Backend {
         answer["detail"] = harness_->failure();
         return answer;
       }
-      const Timing timing = harness_->time(loaded->kernel, loaded->geometry, h.at("measure").get<MeasureOptions>(),
-                                           harness_->last_verify_ms());
+      const Timing timing = harness_->time(loaded->kernel, loaded->geometry, loaded->config,
+                                           h.at("measure").get<MeasureOptions>(), harness_->last_verify_ms());
       answer.update(nlohmann::json(timing));
       answer["status"] = "ok";
       loaded->batch = timing.batch;
@@ -235,7 +236,7 @@ class CudaBackend final : public Backend {
     std::vector<Harness::Entrant> entrants;
     for (const auto& id : ids) {
       Loaded& loaded = *loaded_.at(id.get<std::int64_t>());
-      entrants.push_back({&loaded.kernel, loaded.geometry, loaded.batch});
+      entrants.push_back({&loaded.kernel, loaded.geometry, loaded.config, loaded.batch});
     }
     nlohmann::json timings = nlohmann::json::array();
     for (const auto& t : harness_->retime(entrants, rounds)) timings.push_back(t);
@@ -244,11 +245,12 @@ class CudaBackend final : public Backend {
 
  private:
   struct Loaded {
-    Loaded(const std::vector<char>& cubin, const std::string& lowered, const LaunchGeometry& g)
-        : module(cubin), kernel(module.kernel(lowered)), geometry(g) {}
+    Loaded(const std::vector<char>& cubin, const std::string& lowered, const LaunchGeometry& g, Config c)
+        : module(cubin), kernel(module.kernel(lowered)), geometry(g), config(std::move(c)) {}
     detail::Module module;
     detail::Kernel kernel;
     LaunchGeometry geometry;
+    Config config;
     int batch = 1;
   };
   detail::Context context_;

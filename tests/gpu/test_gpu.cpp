@@ -105,7 +105,7 @@ TEST(SM90_Harness, RejectsWrongValuesUnwrittenOutputsAndOutOfBoundsWrites) {
   for (int mode = 0; mode < 4; ++mode) {
     SCOPED_TRACE(mode);
     auto loaded = load_test_kernel("test/bad_add.cuh", code, "bad_add<" + std::to_string(mode) + ">");
-    const double error = harness.verify(*loaded.kernel, geometry);
+    const double error = harness.verify(*loaded.kernel, geometry, {});
     if (mode == 3) {
       EXPECT_LE(error, harness.tolerance()) << harness.failure();
     } else {

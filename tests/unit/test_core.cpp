@@ -8,6 +8,7 @@
 #include "gmjit/types.hpp"
 #include "core/check.hpp"
 #include "core/module.hpp"
+#include "core/tensor_map.hpp"
 #include "tuner/harness.hpp"
 
 namespace gmjit {
@@ -127,6 +128,65 @@ TEST(KernelArgs, KeepsEachArgumentAlignedInItsOwnSlot) {
   EXPECT_EQ(*static_cast<int*>(pointers[1]), 3);
   EXPECT_EQ(*static_cast<float*>(pointers[2]), 2.5f);
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(pointers[0]) % 16, 0u);
+}
+
+// A TMA tensor map is a 128-byte argument: it keeps its bytes whole, and the arguments around it
+// keep theirs, each read through its own pointer.
+TEST(KernelArgs, ArgumentsOfAnySizeKeepTheirBytes) {
+  detail::KernelArgs args;
+  detail::TileMap map;
+  for (std::size_t i = 0; i < sizeof map.bytes; ++i) map.bytes[i] = static_cast<unsigned char>(i * 7 + 1);
+  args.add(7).add_bytes(map.bytes, sizeof map.bytes).add(2.5f);
+  ASSERT_EQ(args.size(), 3u);
+  EXPECT_EQ(args.bytes_of(0), sizeof(int));
+  EXPECT_EQ(args.bytes_of(1), 128u);
+  EXPECT_EQ(args.bytes_of(2), sizeof(float));
+  void** pointers = args.pointers();
+  EXPECT_EQ(*static_cast<int*>(pointers[0]), 7);
+  EXPECT_EQ(std::memcmp(pointers[1], map.bytes, sizeof map.bytes), 0);
+  EXPECT_EQ(*static_cast<float*>(pointers[2]), 2.5f);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(reinterpret_cast<std::uintptr_t>(pointers[i]) % 16, 0u) << i;
+  detail::KernelArgs both;
+  both.add(static_cast<long long>(-3)).append(args);
+  ASSERT_EQ(both.size(), 4u);
+  void** joined = both.pointers();
+  EXPECT_EQ(*static_cast<long long*>(joined[0]), -3);
+  EXPECT_EQ(std::memcmp(joined[2], map.bytes, sizeof map.bytes), 0);
+  EXPECT_EQ(*static_cast<float*>(joined[3]), 2.5f);
+}
+
+TEST(TileMap, ViolationsNameWhatTmaCannotDescribe) {
+  detail::TileMapSpec ok{0x10000, 2, 4096, 4096, 8192, 128, 64, detail::TileSwizzle::bytes128};
+  EXPECT_EQ(detail::tile_map_violation(ok), "");
+  auto broken = [&](auto change) {
+    detail::TileMapSpec s = ok;
+    change(s);
+    return detail::tile_map_violation(s);
+  };
+  EXPECT_NE(broken([](auto& s) { s.address += 8; }).find("16-byte aligned"), std::string::npos);
+  EXPECT_NE(broken([](auto& s) { s.row_stride_bytes = 4090; }).find("multiple of 16"), std::string::npos);
+  EXPECT_NE(broken([](auto& s) { s.box_rows = 512; }).find("box"), std::string::npos);
+  EXPECT_NE(broken([](auto& s) { s.box_cols = 128; }).find("swizzle"), std::string::npos);
+  EXPECT_NE(broken([](auto& s) { s.element_bytes = 3; }).find("bytes"), std::string::npos);
+  EXPECT_NE(broken([](auto& s) { s.rows = 0; }).find("empty"), std::string::npos);
+  // Without a driver the encoding itself is never reached for a spec TMA cannot describe.
+  detail::TileMapSpec misaligned = ok;
+  misaligned.address += 2;
+  try {
+    detail::tile_map(misaligned);
+    ADD_FAILURE() << "a misaligned map was encoded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::usage);
+    EXPECT_NE(std::string(e.what()).find("16-byte aligned"), std::string::npos);
+  }
+}
+
+TEST(LaunchGeometry, ClustersDivideTheGrid) {
+  LaunchGeometry g;
+  EXPECT_EQ(g.blocks_per_cluster(), 1u);
+  g.cluster[0] = 2;
+  g.cluster[1] = 2;
+  EXPECT_EQ(g.blocks_per_cluster(), 4u);
 }
 
 TEST(Half, EveryHalfRoundTripsThroughFloat) {

@@ -94,6 +94,7 @@ TEST_F(LaunchIndexTest, PlansTheWinnersLaunchAsItsDescriptorWould) {
   for (int a = 0; a < 3; ++a) {
     EXPECT_EQ(plan->geometry.grid[a], g.grid[a]);
     EXPECT_EQ(plan->geometry.block[a], g.block[a]);
+    EXPECT_EQ(plan->geometry.cluster[a], g.cluster[a]);
   }
   EXPECT_EQ(plan->geometry.dynamic_shared_bytes, g.dynamic_shared_bytes);
   EXPECT_EQ(plan->has_workspace, static_cast<bool>(kernel.workspace));

@@ -128,7 +128,7 @@ struct LoadTimes {
   double compile_us = 0;      ///< NVRTC and storing its cubin, when the binary cache had no loadable one
   double module_load_us = 0;  ///< the module loaded, its kernel found and its attributes read
   double prepare_us = 0;      ///< launch geometry, shared-memory opt-in, scalar arguments
-  double launch_us = 0;       ///< the first cuLaunchKernel
+  double launch_us = 0;       ///< the first cuLaunchKernelEx
   double total_us = 0;        ///< from launch() missing in memory to its return
   /// The winner and its cubin came from the launch index beside the cache file, and SQLite was
   /// not opened (cache_open_us is then the index's open).

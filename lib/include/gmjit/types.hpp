@@ -28,13 +28,18 @@ std::string format_assignments(const std::map<std::string, std::int64_t>& values
 /// a key repeats, or a value is not an integer.
 std::map<std::string, std::int64_t> parse_assignments(const std::string& text);
 
-/// Grid and block of one launch, and its dynamic shared memory.
+/// Grid and block of one launch, its dynamic shared memory, and its thread-block clusters (blocks
+/// per cluster along each axis; 1x1x1 launches no clusters). The grid is a whole number of clusters.
 struct LaunchGeometry {
   unsigned grid[3] = {1, 1, 1};
   unsigned block[3] = {1, 1, 1};
   unsigned dynamic_shared_bytes = 0;
+  unsigned cluster[3] = {1, 1, 1};
   std::uint64_t threads_per_block() const {
     return std::uint64_t{block[0]} * block[1] * block[2];
+  }
+  std::uint64_t blocks_per_cluster() const {
+    return std::uint64_t{cluster[0]} * cluster[1] * cluster[2];
   }
 };
 
