@@ -6,6 +6,8 @@
 #   tests  the gpu tier outside gemm (GMJIT_REQUIRE_GPU=1; TIER_FILTER narrows it), the Python suite on torch, the per-call
 #          overhead of gmjit.softmax beside torch.softmax
 #   gemm   the gemm part of the gpu tier
+#   wgmma  tests/standalone/gemm_wgmma_check (built here with nvcc, carried in the pack): the Hopper
+#          family against a double reference, then --time beside cuBLAS
 #   bench  bench_expr (generated kernels against a copy and the templates; BENCH_CASES narrows it,
 #          e.g. "--case softmax --case silu_mul") and bench/torch_expr.py
 set -u
@@ -34,6 +36,9 @@ bench)
   export GMJIT_GMTUNE=$D/gmtune GMJIT_WORKER=$D/gmjit-worker
   timeout 330 $D/bench_expr --db $(mktemp -d)/bench.db ${BENCH_CASES:-} 2>&1 | tee $OUT/bench_expr.log
   timeout 200 python3 bench/torch_expr.py 2>&1 | tee $OUT/torch_expr.log | tail -12 ;;
-*) echo "device_call.sh: unknown part $part (tier, tests, python, gemm, bench)"; exit 2 ;;
+wgmma)
+  timeout 90 $D/gemm_wgmma_check 2>&1 | tee $OUT/wgmma_check.log | tail -8
+  timeout 90 $D/gemm_wgmma_check --time 2>&1 | tee $OUT/wgmma_time.log | tail -40 ;;
+*) echo "device_call.sh: unknown part $part (tier, tests, python, gemm, bench, wgmma)"; exit 2 ;;
 esac
 done

@@ -1,7 +1,9 @@
 // gemm: bf16/fp16 C[m,n] = A[m,k] @ B with fp32 accumulation, C in the input dtype, A and C
-// row-major; trans_b (a flag problem key) stores B as k x n (0) or n x k (1, weights). Two
-// kernels behind one `path` parameter: gemm_mma (gmjit/gemm.cuh, tensor-core tiles) and, for
-// m <= 16, gemm_skinny (gmjit/gemm_skinny.cuh, a split-K GEMV-like kernel bound by reading B).
+// row-major; trans_b (a flag problem key) stores B as k x n (0) or n x k (1, weights). Three
+// kernels: behind `path` 0 gemm_mma (gmjit/gemm.cuh, mma.sync tiles) or, with wgmma=1, the Hopper
+// family gemm_wgmma (gmjit/gemm_wgmma.cuh: TMA, mbarrier ring, wgmma, a producer warpgroup,
+// persistent grid; sm_90a only); behind path 1, for m <= 16, gemm_skinny (gmjit/gemm_skinny.cuh,
+// a split-K GEMV-like kernel bound by reading B).
 // Each path has its own parameters and keeps the other's at their defaults; split_k and its
 // workspace (m*n fp32 partials, then a counter per 16x16 tile of C, zero between launches) are
 // shared. trans_b, the aligned flag (k and n multiples of 8) and, for the skinny path, m rounded
@@ -15,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/tensor_map.hpp"
 #include "templates/builtin.hpp"
 
 namespace gmjit::templates {
@@ -33,6 +36,9 @@ constexpr std::int64_t kSkinnyColsPerBlockN = 256;
 enum Path : std::int64_t { kMma = 0, kSkinny = 1 };
 
 const char* const kMmaParams[] = {"bm", "bn", "bk", "warps_m", "warps_n", "stages", "group_m"};
+// The Hopper family shares the tile parameters and adds its own; bk is fixed at 64 (one 128-byte
+// swizzle span of 16-bit elements) and the warp grid is its warpgroups, so warps_* stay default.
+const char* const kWgmmaParams[] = {"bm", "bn", "stages", "group_m", "consumers"};
 const char* const kSkinnyParams[] = {"sk_warps", "sk_cols", "sk_unroll"};
 
 Config default_config() {
@@ -41,7 +47,7 @@ Config default_config() {
   // group_m=1 is kept.
   return {{"path", kMma},    {"bm", 128},      {"bn", 128},     {"bk", 32},       {"warps_m", 2},
           {"warps_n", 2},    {"stages", 3},    {"group_m", 1},  {"split_k", 1},   {"sk_warps", 8},
-          {"sk_cols", 2},    {"sk_unroll", 4}};
+          {"sk_cols", 2},    {"sk_unroll", 4},  {"wgmma", 0},     {"consumers", 1}};
 }
 
 constexpr const char* kConstraints =
@@ -53,6 +59,10 @@ constexpr const char* kConstraints =
     "trans_b=0 sk_cols at its default (unused), and not sk_warps=4 with sk_unroll=2 for m 5-8 when k or n is not a "
     "multiple of 8 (spills); "
     "split_k > 1 with trans_b=1 needs sk_warps*sk_cols >= 16; the mma params at their defaults. "
+    "path=0 with wgmma=1 (gemm_wgmma, wgmma_detail::wgmma_config_violation_code; an sm_90a device): bk=64, warps_m and "
+    "warps_n at their defaults, split_k=1, k and n multiples of 8 (TMA's 16-byte strides; other shapes are left to "
+    "wgmma=0), bm a multiple of 64*consumers, (bm/consumers/64)*(bn/2) <= 128 accumulators a consumer thread, "
+    "1024+stages*((bm+bn)*128+16) <= 232448 shared bytes; consumers at its default with wgmma=0. "
     "Both: split_k > 1 only when m*n <= 2^25, every k-slice is non-empty and the grid has under two waves of "
     "132 blocks";
 
@@ -69,10 +79,16 @@ std::int64_t skinny_cols_per_block(const Config& c, const Shape& s) {
   return s.at("trans_b") != 0 ? c.at("sk_warps") * c.at("sk_cols") : kSkinnyColsPerBlockN;
 }
 
-// Blocks in x: the tiles of C (mma) or the column groups (skinny).
+std::int64_t tiles(const Config& c, const Shape& s) {
+  return ceil_div(s.at("m"), c.at("bm")) * ceil_div(s.at("n"), c.at("bn"));
+}
+
+// Blocks in x: the tiles of C (mma), one block an SM walking them (wgmma) or the column groups
+// (skinny).
 std::int64_t grid_x(const Config& c, const Shape& s) {
   if (c.at("path") == kSkinny) return ceil_div(s.at("n"), skinny_cols_per_block(c, s));
-  return ceil_div(s.at("m"), c.at("bm")) * ceil_div(s.at("n"), c.at("bn"));
+  if (c.at("wgmma") == 1) return std::min(tiles(c, s), kSms);
+  return tiles(c, s);
 }
 
 // Mirrors gmjit::gemm_detail::mma_smem_bytes in gmjit/gemm.cuh.
@@ -106,6 +122,58 @@ std::string mma_violation(const Config& c) {
     return fmt::format("stages*(bm+bn)*bk*2 = {} shared bytes, more than {} [8]", mma_smem_bytes(c), kMaxSharedBytes);
   }
   return {};
+}
+
+bool is_wgmma(const Config& c) { return c.at("path") == kMma && c.at("wgmma") == 1; }
+
+// Mirrors gmjit::wgmma_detail::wgmma_smem_bytes in gmjit/gemm_wgmma.cuh: 1024 bytes to align the
+// ring for the 128-byte swizzle, the stages' A and B tiles (64 deep, 128 bytes a row) and a full
+// and an empty mbarrier per stage.
+std::int64_t wgmma_smem_bytes(const Config& c) {
+  return 1024 + c.at("stages") * ((c.at("bm") + c.at("bn")) * 128 + 16);
+}
+
+std::int64_t wgmma_accumulators(const Config& c) {
+  return c.at("bm") / c.at("consumers") / 64 * (c.at("bn") / 2);
+}
+
+// Mirrors gmjit::wgmma_detail::wgmma_config_violation_code, rule for rule (its code in brackets).
+std::string wgmma_violation(const Config& c) {
+  const std::int64_t bm = c.at("bm"), bn = c.at("bn"), consumers = c.at("consumers");
+  if (bm != 64 && bm != 128 && bm != 256) return fmt::format("bm={} is not 64, 128 or 256 [1]", bm);
+  if (bn != 64 && bn != 128 && bn != 256) return fmt::format("bn={} is not an instruction's n (64, 128, 256) [2]", bn);
+  if (consumers != 1 && consumers != 2) return fmt::format("consumers={} is not 1 or 2 [3]", consumers);
+  if (bm % (64 * consumers) != 0) {
+    return fmt::format("bm={} is not whole 64-row blocks for each of {} consumer warpgroups [4]", bm, consumers);
+  }
+  if (c.at("stages") < 2) return "stages < 2 [5]";
+  if (wgmma_accumulators(c) > 128) {
+    return fmt::format("(bm/consumers/64)*(bn/2) = {} fp32 accumulators a consumer thread, more than 128 [6]",
+                       wgmma_accumulators(c));
+  }
+  if (wgmma_smem_bytes(c) > kMaxSharedBytes) {
+    return fmt::format("1024+stages*((bm+bn)*128+16) = {} shared bytes, more than {} [7]", wgmma_smem_bytes(c),
+                       kMaxSharedBytes);
+  }
+  return {};
+}
+
+// The wgmma family's other conditions, before its tile rules: what it leaves to gemm_mma.
+std::string wgmma_family_violation(const Config& c, const Shape& s) {
+  const Config defaults = default_config();
+  if (c.at("bk") != 64) return fmt::format("wgmma=1 loads 64-deep stages: only bk=64, not {}", c.at("bk"));
+  for (const char* p : {"warps_m", "warps_n"}) {
+    if (c.at(p) != defaults.at(p)) {
+      return fmt::format("wgmma=1 does not use {} (its warps are warpgroups): only {}={} is kept", p, p, defaults.at(p));
+    }
+  }
+  if (c.at("split_k") != 1) return "wgmma=1 does not split k: only split_k=1";
+  if (!aligned(s)) {
+    return fmt::format("wgmma=1 needs k and n multiples of 8 (TMA's 16-byte row strides), not k={} n={}: left to "
+                       "wgmma=0",
+                       s.at("k"), s.at("n"));
+  }
+  return wgmma_violation(c);
 }
 
 // k in the units a k-slice is made of: gemm_mma splits whole bk tiles, gemm_skinny 8-element
@@ -152,13 +220,22 @@ std::string shape_violation(const Shape& s) {
 std::string violation(const Config& c, const Shape& s) {
   if (auto why = shape_violation(s); !why.empty()) return why;
   const Config defaults = default_config();
+  if (c.at("wgmma") != 0 && c.at("wgmma") != 1) return fmt::format("wgmma is 0 or 1, not {}", c.at("wgmma"));
   if (c.at("path") == kMma) {
     for (const char* p : kSkinnyParams) {
       if (c.at(p) != defaults.at(p)) {
         return fmt::format("path=0 does not use {}: only {}={} (the default) is kept", p, p, defaults.at(p));
       }
     }
-    if (auto why = mma_violation(c); !why.empty()) return why;
+    if (c.at("wgmma") == 1) {
+      if (auto why = wgmma_family_violation(c, s); !why.empty()) return why;
+    } else {
+      if (c.at("consumers") != defaults.at("consumers")) {
+        return fmt::format("wgmma=0 does not use consumers: only consumers={} (the default) is kept",
+                           defaults.at("consumers"));
+      }
+      if (auto why = mma_violation(c); !why.empty()) return why;
+    }
     // gemm_mma's grouped raster visits the tiles in row-major order when the tile grid is one row
     // or one column: the same launch as group_m=1.
     const std::int64_t tiles_m = ceil_div(s.at("m"), c.at("bm")), tiles_n = ceil_div(s.at("n"), c.at("bn"));
@@ -168,7 +245,7 @@ std::string violation(const Config& c, const Shape& s) {
     }
   } else {
     if (s.at("m") > kSkinnyMaxM) return fmt::format("path=1 (skinny) is for m <= 16, not m={}", s.at("m"));
-    for (const char* p : kMmaParams) {
+    for (const char* p : {"bm", "bn", "bk", "warps_m", "warps_n", "stages", "group_m", "wgmma", "consumers"}) {
       if (c.at(p) != defaults.at(p)) {
         return fmt::format("path=1 does not use {}: only {}={} (the default) is kept", p, p, defaults.at(p));
       }
@@ -251,14 +328,26 @@ bool split_possible(const KernelDescriptor& d, const Shape& s) {
 // every configuration outside these repeats one of them, and violation rejects it.
 std::vector<Config> configurations(const std::vector<ParamDomain>& params) {
   std::vector<Config> all;
-  for (const auto& [path, own] : {std::pair{kMma, std::vector<std::string>(std::begin(kMmaParams), std::end(kMmaParams))},
-                                   std::pair{kSkinny, std::vector<std::string>(std::begin(kSkinnyParams),
-                                                                               std::end(kSkinnyParams))}}) {
+  struct Family {
+    Path path;
+    int wgmma;
+    std::vector<std::string> own;
+  };
+  const Family families[] = {
+      {kMma, 0, {std::begin(kMmaParams), std::end(kMmaParams)}},
+      {kSkinny, 0, {std::begin(kSkinnyParams), std::end(kSkinnyParams)}},
+      {kMma, 1, {std::begin(kWgmmaParams), std::end(kWgmmaParams)}},
+  };
+  for (const auto& [path, wgmma, own] : families) {
     Config base = default_config();
     base["path"] = path;
+    base["wgmma"] = wgmma;
+    if (wgmma == 1) base["bk"] = 64;
     std::vector<ParamDomain> varied;
     for (const auto& param : params) {
-      if (param.name == "split_k" || std::find(own.begin(), own.end(), param.name) != own.end()) varied.push_back(param);
+      // The Hopper family does not split k (yet): its split_k stays 1.
+      const bool splits = param.name == "split_k" && wgmma == 0;
+      if (splits || std::find(own.begin(), own.end(), param.name) != own.end()) varied.push_back(param);
     }
     const auto configs = cross_product(varied, base);
     all.insert(all.end(), configs.begin(), configs.end());
@@ -288,6 +377,8 @@ KernelDescriptor gemm_descriptor() {
       {"sk_warps", {4, 8}, "path 1: warps per block"},
       {"sk_cols", {2, 4}, "path 1, trans_b=1: columns of C (rows of B) per warp"},
       {"sk_unroll", {2, 4, 8}, "path 1: 16-byte loads of B in flight per thread and column (rows with trans_b=0)"},
+      {"wgmma", {0, 1}, "path 0: 1 = the Hopper family (TMA, wgmma, producer/consumer warpgroups, persistent; sm_90a)"},
+      {"consumers", {1, 2}, "wgmma=1: consumer warpgroups, each bm/consumers rows of the tile"},
   };
   d.default_config = default_config();
   d.configurations = [params = d.params] { return configurations(params); };
@@ -303,6 +394,10 @@ KernelDescriptor gemm_descriptor() {
       return fmt::format("gmjit::gemm_skinny<{}, {}, {}, {}, {}, {}, {}>", dtype_arg(t), trans_b, skinny_m_tile(s),
                          c.at("sk_warps"), c.at("sk_cols"), c.at("sk_unroll"), flag(aligned(s)));
     }
+    if (c.at("wgmma") == 1) {
+      return fmt::format("gmjit::gemm_wgmma<{}, {}, {}, {}, {}, {}, {}>", dtype_arg(t), trans_b, c.at("bm"), c.at("bn"),
+                         c.at("stages"), c.at("consumers"), c.at("group_m"));
+    }
     // split_k is the grid's depth (geometry below), so every split shares one compile.
     return fmt::format("gmjit::gemm_mma<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}>", dtype_arg(t), trans_b, c.at("bm"),
                        c.at("bn"), c.at("bk"), c.at("warps_m"), c.at("warps_n"), c.at("stages"), c.at("group_m"),
@@ -314,6 +409,9 @@ KernelDescriptor gemm_descriptor() {
     g.grid[2] = static_cast<unsigned>(c.at("split_k"));
     if (c.at("path") == kSkinny) {
       g.block[0] = static_cast<unsigned>(c.at("sk_warps") * 32);
+    } else if (c.at("wgmma") == 1) {
+      g.block[0] = static_cast<unsigned>((c.at("consumers") + 1) * 128);
+      g.dynamic_shared_bytes = static_cast<unsigned>(wgmma_smem_bytes(c));
     } else {
       g.block[0] = static_cast<unsigned>(c.at("warps_m") * c.at("warps_n") * 32);
       g.dynamic_shared_bytes = static_cast<unsigned>(mma_smem_bytes(c));
@@ -333,6 +431,31 @@ KernelDescriptor gemm_descriptor() {
   };
   d.add_scalars = [](detail::KernelArgs& args, const Shape& s) {
     args.add(static_cast<int>(s.at("m"))).add(static_cast<int>(s.at("n"))).add(static_cast<int>(s.at("k")));
+  };
+  // The Hopper family's operands arrive through TMA: a map of A (box bm x 64) and of B (box bn x 64
+  // with trans_b=1; 64 x 64 panels of the k x n matrix with trans_b=0), 128-byte swizzled, encoded
+  // once per address and shape (detail::tile_map's cache).
+  d.add_address_args = [](detail::KernelArgs& args, const Config& c, const Shape& s, const DtypeInfo& t,
+                          const std::uint64_t* addresses) {
+    if (!is_wgmma(c)) return;
+    const auto m = static_cast<std::uint64_t>(s.at("m")), n = static_cast<std::uint64_t>(s.at("n")),
+               k = static_cast<std::uint64_t>(s.at("k"));
+    const auto bytes = static_cast<std::uint32_t>(t.bytes);
+    detail::TileMapSpec a{addresses[0], bytes, m, k, k * bytes, static_cast<std::uint32_t>(c.at("bm")), 64,
+                          detail::TileSwizzle::bytes128};
+    detail::TileMapSpec b = s.at("trans_b") != 0
+                                ? detail::TileMapSpec{addresses[1], bytes, n, k, k * bytes,
+                                                      static_cast<std::uint32_t>(c.at("bn")), 64,
+                                                      detail::TileSwizzle::bytes128}
+                                : detail::TileMapSpec{addresses[1], bytes, k, n, n * bytes, 64, 64,
+                                                      detail::TileSwizzle::bytes128};
+    const detail::TileMap map_a = detail::tile_map(a), map_b = detail::tile_map(b);
+    args.add_bytes(map_a.bytes, sizeof map_a.bytes).add_bytes(map_b.bytes, sizeof map_b.bytes);
+  };
+  // wgmma, setmaxnreg and the tensor copies exist only in sm_90a's instruction set.
+  d.device_violation = [](const Config& c, const DeviceInfo& device) -> std::string {
+    if (!is_wgmma(c) || device.arch == "sm_90a") return {};
+    return fmt::format("wgmma=1 needs an sm_90a device (wgmma, TMA, setmaxnreg), not {}", device.arch);
   };
   d.reference_expression = [](const DtypeInfo& t, const Shape& s) {
     return fmt::format("gmjit::reference::gemm<{}, {}>", t.cpp_type, flag(s.at("trans_b") != 0));
@@ -381,6 +504,25 @@ KernelDescriptor gemm_descriptor() {
     // peak (67 TFLOP/s), which the model's peak counts; mma.sync kernels reach about 60-70% of
     // it with a 64x64 warp tile, less with smaller warp tiles (fewer mma per shared load), with
     // fewer than three stages (exposed load latency) and with 32-deep stages (twice the barriers).
+    if (c.at("wgmma") == 1) {
+      // A persistent grid: every SM walks ceil(tiles / 132) tiles, the last wave partly idle.
+      const double waves = std::ceil(tiles_m * tiles_n / static_cast<double>(kSms));
+      const double wave_fill = tiles_m * tiles_n / (waves * static_cast<double>(kSms));
+      // wgmma reads both operands from shared memory with no register staging: public Hopper
+      // kernels reach 70-80% of the dense peak with 128x256 tiles over two consumer warpgroups;
+      // a 64-row instruction per consumer with n=64 re-reads A from shared memory for every 64
+      // columns, so smaller tiles lose about as the square root of their area, and two stages
+      // leave TMA's latency exposed.
+      const double area = bm * bn / (128.0 * 256.0);
+      w.compute_efficiency = 14.8 * 0.78 * std::sqrt(std::min(area, 1.0)) * wave_fill *
+                             (c.at("stages") >= 3 ? 1.0 : 0.8) * (c.at("consumers") == 2 ? 1.0 : 0.85);
+      w.shared_bytes = wgmma_smem_bytes(c);
+      w.registers = 168;
+      // The producer issues asynchronous copies and the consumers asynchronous wgmmas: one block
+      // an SM keeps the tensor cores fed on its own.
+      w.latency_warps = 4;
+      return w;
+    }
     const double warp_area = (bm / static_cast<double>(c.at("warps_m"))) * (bn / static_cast<double>(c.at("warps_n")));
     w.compute_efficiency = 14.8 * 0.65 * std::sqrt(warp_area / (64.0 * 64.0)) * (c.at("stages") >= 3 ? 1.0 : 0.8) *
                            (c.at("bk") == 64 ? 1.0 : 0.9);

@@ -92,9 +92,11 @@ cache::LoadedBinary load(const codegen::GeneratedSource& source, const std::stri
 }
 
 std::size_t verify_every_config(const std::string& name, const std::string& dtype, const Shape& shape,
-                                std::uint64_t seed) {
+                                std::uint64_t seed, const std::function<bool(const Config&)>& keep) {
   const auto& kernel = templates::find_kernel(name);
-  const auto configs = templates::valid_configs(kernel, shape);
+  auto configs = templates::valid_configs(kernel, shape);
+  if (keep) configs.erase(std::remove_if(configs.begin(), configs.end(), [&](const Config& c) { return !keep(c); }),
+                          configs.end());
   if (configs.empty()) {
     ADD_FAILURE() << name << " has no valid configuration at " << format_assignments(shape);
     return 0;
@@ -116,7 +118,7 @@ std::size_t verify_every_config(const std::string& name, const std::string& dtyp
   for (std::size_t i = 0; i < configs.size(); ++i) {
     SCOPED_TRACE(name + " " + dtype + " " + format_assignments(shape) + " " + format_assignments(configs[i]));
     const auto loaded = load(sources[i], device.arch);
-    const double error = harness.verify(*loaded.kernel, kernel.geometry(configs[i], shape, info));
+    const double error = harness.verify(*loaded.kernel, kernel.geometry(configs[i], shape, info), configs[i]);
     EXPECT_LE(error, harness.tolerance()) << sources[i].name_expression << ": " << harness.failure();
     ++ran;
   }

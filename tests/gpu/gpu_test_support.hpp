@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,9 +47,9 @@ cache::LoadedBinary load(const codegen::GeneratedSource& source, const std::stri
 // Verifies every valid configuration of the problem with tuner::Harness (random inputs from
 // `seed`, the reference, NaN-poisoned outputs and guard bytes past them), expecting some
 // configuration, each error within the harness's tolerance and every one run; prints how many
-// ran and returns that.
+// ran and returns that. `keep`, when set, narrows them to those it accepts.
 std::size_t verify_every_config(const std::string& name, const std::string& dtype, const Shape& shape,
-                                std::uint64_t seed);
+                                std::uint64_t seed, const std::function<bool(const Config&)>& keep = {});
 // The same, seeded by the shape's first dimension in key order, so each shape gets its own inputs.
 std::size_t verify_every_config(const std::string& name, const std::string& dtype, const Shape& shape);
 

@@ -59,6 +59,43 @@ INSTANTIATE_TEST_SUITE_P(SM90, Gemm, ::testing::ValuesIn(cases()), [](const ::te
          std::to_string(std::get<4>(info.param));
 });
 
+class GemmWgmma : public ::testing::TestWithParam<Case> {};
+
+// The Hopper family alone (wgmma=1), at shapes the cases above do not stress it with: partial tiles
+// in m, n and k (TMA's zero fill and the epilogue's bounds), a k that is not a whole number of
+// 64-deep stages, one row, and more tiles than the persistent grid's 132 blocks, so blocks walk
+// several tiles and the barriers' phases carry over from one tile to the next.
+TEST_P(GemmWgmma, EveryConfigMatchesTheReference) {
+  GMJIT_REQUIRE_SM90();
+  const auto& [dtype, m, n, k, trans_b] = GetParam();
+  const std::size_t ran =
+      gpu_test::verify_every_config("gemm", dtype, gemm_shape(m, n, k, trans_b),
+                                    static_cast<std::uint64_t>(m * 131 + n * 7 + k + trans_b),
+                                    [](const Config& c) { return c.at("wgmma") == 1; });
+  EXPECT_GT(ran, 0u);
+}
+
+std::vector<Case> wgmma_cases() {
+  std::vector<Case> all;
+  for (const char* dtype : {"bf16", "fp16"}) {
+    for (std::int64_t trans_b : {0, 1}) {
+      for (const auto& [m, n, k] : std::vector<std::tuple<std::int64_t, std::int64_t, std::int64_t>>{
+               {1, 264, 72}, {300, 136, 520}, {1000, 1096, 200}}) {
+        all.emplace_back(dtype, m, n, k, trans_b);
+      }
+    }
+  }
+  return all;
+}
+
+INSTANTIATE_TEST_SUITE_P(SM90, GemmWgmma, ::testing::ValuesIn(wgmma_cases()),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param)) + "x" +
+                                  std::to_string(std::get<2>(info.param)) + "x" +
+                                  std::to_string(std::get<3>(info.param)) + "_t" +
+                                  std::to_string(std::get<4>(info.param));
+                         });
+
 // The tuner at the large shape: 24 candidates chosen by the model strategy, each verified before
 // it is timed; the winner must be verified and is printed with its throughput.
 TEST(SM90_GemmTune, WinnerAt4096CubedIsVerified) {

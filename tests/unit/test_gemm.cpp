@@ -62,7 +62,8 @@ TEST(Gemm, Domains) {
   std::vector<std::pair<std::string, std::vector<std::int64_t>>> expected = {
       {"path", {0, 1}},         {"bm", {64, 128, 256}},   {"bn", {64, 128, 256}}, {"bk", {32, 64}},
       {"warps_m", {1, 2, 4}},   {"warps_n", {1, 2, 4}},   {"stages", {2, 3, 4, 5}}, {"group_m", {1, 8}},
-      {"split_k", {1, 2, 4, 8}}, {"sk_warps", {4, 8}},     {"sk_cols", {2, 4}},    {"sk_unroll", {2, 4, 8}}};
+      {"split_k", {1, 2, 4, 8}}, {"sk_warps", {4, 8}},     {"sk_cols", {2, 4}},    {"sk_unroll", {2, 4, 8}},
+      {"wgmma", {0, 1}},        {"consumers", {1, 2}}};
   ASSERT_EQ(k.params.size(), expected.size());
   for (std::size_t i = 0; i < expected.size(); ++i) {
     EXPECT_EQ(k.params[i].name, expected[i].first);
@@ -224,13 +225,14 @@ TEST(Gemm, NoTwoValidConfigsAreTheSameLaunch) {
   }
 }
 
-// all_configs lists each path's own parameters over their domains with the other path's at the
-// default: 2 x 1296 x 4... that is 5184 mma and 48 skinny configurations, not the 124416 of the
-// cross product, whose others violation rejects at every shape.
+// all_configs lists each family's own parameters over their domains with the others' at the
+// default: 5184 mma (with split_k), 48 skinny and 144 wgmma (bm, bn, stages, group_m, consumers;
+// no split) configurations, not the 497664 of the cross product, whose others violation rejects
+// at every shape.
 TEST(Gemm, ConfigurationsAreEachPathsOwnCrossProduct) {
   const auto& k = gemm();
   const auto listed = all_configs(k);
-  EXPECT_EQ(listed.size(), 5184u + 48u);
+  EXPECT_EQ(listed.size(), 5184u + 48u + 144u);
   std::set<Config> unique(listed.begin(), listed.end());
   EXPECT_EQ(unique.size(), listed.size());
   for (const auto& c : listed) {
@@ -266,8 +268,20 @@ TEST(Gemm, ConfigurationsAreEachPathsOwnCrossProduct) {
 TEST(Gemm, ValidConfigCounts) {
   const auto& k = gemm();
   const auto count = [&](const Shape& s, std::int64_t path) {
-    return testing::count_if_valid(k, s, [&](const Config& c) { return c.at("path") == path; });
+    return testing::count_if_valid(k, s, [&](const Config& c) { return c.at("path") == path && c.at("wgmma") == 0; });
   };
+  const auto count_wgmma = [&](const Shape& s) {
+    return testing::count_if_valid(k, s, [&](const Config& c) { return c.at("wgmma") == 1; });
+  };
+  // The Hopper family: 11 (bm, bn, consumers) within 128 accumulators a consumer thread, 4 stages
+  // each but 5 for 128x256 and 256x128 (shared memory): 42, times group_m 1 and 8 on tile grids of
+  // two rows and columns or more; none where k or n is not a multiple of 8.
+  EXPECT_EQ(count_wgmma(gemm_shape(4096, 4096, 4096, 1)), 84u);
+  EXPECT_EQ(count_wgmma(gemm_shape(4096, 4096, 4096, 0)), 84u);
+  EXPECT_EQ(count_wgmma(gemm_shape(64, 64, 8, 0)), 42u);
+  EXPECT_EQ(count_wgmma(gemm_shape(128, 128, 128, 1)), 46u);  // 64x64 tiles make a 2x2 grid
+  EXPECT_EQ(count_wgmma(gemm_shape(17, 33, 29, 1)), 0u);
+  EXPECT_EQ(count_wgmma(gemm_shape(1, 1, 1, 1)), 0u);
   // No split-K at 8192^2 (m*n above 2^25) nor at 4096^2 (every valid tile grid has 512 tiles or
   // more): 206 tile, warp and stage choices (bk 2 x stages 4 x the 9 bm,bn pairs' warp layouts
   // within rules 3-6, less the shared-memory ones), times group_m 1 and 8.
@@ -291,13 +305,13 @@ TEST(Gemm, ValidConfigCounts) {
     for (const auto& [m, n, kk] : std::vector<std::tuple<std::int64_t, std::int64_t, std::int64_t>>{
              {1, 1, 1}, {17, 33, 29}, {128, 128, 128}, {16, 4096, 1024}, {64, 64, 8}}) {
       const Shape s = gemm_shape(m, n, kk, trans_b);
-      std::printf("[ configs  ] gemm %s: %zu mma + %zu skinny\n", format_assignments(s).c_str(), count(s, 0),
-                  count(s, 1));
-      total += count(s, 0) + count(s, 1);
+      std::printf("[ configs  ] gemm %s: %zu mma + %zu skinny + %zu wgmma\n", format_assignments(s).c_str(),
+                  count(s, 0), count(s, 1), count_wgmma(s));
+      total += count(s, 0) + count(s, 1) + count_wgmma(s);
     }
   }
   std::printf("[ configs  ] gemm: %zu per dtype at the gpu tier's shapes\n", total);
-  EXPECT_EQ(total, 4262u);
+  EXPECT_EQ(total, 4262u + 2 * (46u + 42u + 42u));
 }
 
 TEST(Gemm, NameExpressions) {
@@ -344,6 +358,55 @@ TEST(Gemm, Geometry) {
   EXPECT_EQ(testing::scalar_at<int>(args, 0), 3);
   EXPECT_EQ(testing::scalar_at<int>(args, 1), 5);
   EXPECT_EQ(testing::scalar_at<int>(args, 2), 7);
+}
+
+Config wgmma(std::int64_t bm, std::int64_t bn, std::int64_t stages, std::int64_t consumers, std::int64_t group_m = 1) {
+  return with(gemm().default_config, {{"wgmma", 1}, {"bk", 64}, {"bm", bm}, {"bn", bn}, {"stages", stages},
+                                      {"consumers", consumers}, {"group_m", group_m}});
+}
+
+// The Hopper family: a persistent grid of at most one block an SM, a producer warpgroup beside the
+// consumers, the ring's bytes plus alignment slack and barriers; no split, no workspace of its own.
+TEST(Gemm, WgmmaGeometryAndName) {
+  const auto& k = gemm();
+  const auto big = k.geometry(wgmma(128, 256, 4, 2, 8), gemm_shape(4096, 4096, 4096, 1), dtype_info("bf16"));
+  EXPECT_EQ(big.grid[0], 132u);  // 32 x 16 tiles walked by 132 blocks
+  EXPECT_EQ(big.grid[2], 1u);
+  EXPECT_EQ(big.block[0], 384u);
+  EXPECT_EQ(big.dynamic_shared_bytes, 1024u + 4u * ((128u + 256u) * 128u + 16u));
+  EXPECT_EQ(big.blocks_per_cluster(), 1u);
+  const auto small = k.geometry(wgmma(64, 64, 2, 1), gemm_shape(100, 200, 64, 0), dtype_info("fp16"));
+  EXPECT_EQ(small.grid[0], 2u * 4u);
+  EXPECT_EQ(small.block[0], 256u);
+  testing::expect_names(k, {{wgmma(128, 256, 4, 2, 8), gemm_shape(4096, 4096, 4096, 1), "bf16",
+                             "gmjit::gemm_wgmma<__nv_bfloat16, true, 128, 256, 4, 2, 8>"},
+                            {wgmma(64, 128, 3, 1), gemm_shape(77, 4096, 512, 0), "fp16",
+                             "gmjit::gemm_wgmma<__half, false, 64, 128, 3, 1, 1>"}});
+  // Only this family derives arguments from the tensors' addresses (its two tensor maps).
+  detail::KernelArgs none;
+  const std::uint64_t addresses[3] = {0x10000, 0x20000, 0x30000};
+  k.add_address_args(none, k.default_config, gemm_shape(64, 64, 64, 1), dtype_info("bf16"), addresses);
+  EXPECT_EQ(none.size(), 0u);
+  DeviceInfo ada;
+  ada.arch = "sm_89";
+  EXPECT_NE(k.device_violation(wgmma(128, 128, 4, 2), ada).find("sm_90a"), std::string::npos);
+  EXPECT_EQ(k.device_violation(k.default_config, ada), "");
+}
+
+TEST(Gemm, WgmmaRules) {
+  const auto& k = gemm();
+  const Shape s = gemm_shape(4096, 4096, 4096, 1);
+  EXPECT_EQ(k.violation(wgmma(128, 256, 4, 2, 8), s), "");
+  EXPECT_NE(k.violation(with(wgmma(128, 128, 4, 2), {{"bk", 32}}), s), "");
+  EXPECT_NE(k.violation(with(wgmma(128, 128, 4, 2), {{"warps_m", 4}}), s), "");
+  EXPECT_NE(k.violation(with(wgmma(128, 128, 4, 2), {{"split_k", 2}}), s), "");
+  EXPECT_NE(k.violation(with(k.default_config, {{"consumers", 2}}), s), "") << "consumers is wgmma=1's alone";
+  EXPECT_NE(k.violation(wgmma(64, 128, 4, 2), s), "") << "64 rows cannot feed two 64-row consumers";
+  EXPECT_NE(k.violation(wgmma(128, 256, 4, 1), s), "") << "256 accumulators a thread";
+  EXPECT_NE(k.violation(wgmma(128, 256, 5, 2), s), "") << "shared memory";
+  EXPECT_NE(k.violation(wgmma(128, 128, 4, 2), gemm_shape(4096, 4096, 4092, 1)).find("left to wgmma=0"),
+            std::string::npos);
+  EXPECT_NE(k.violation(with(wgmma(128, 128, 4, 2), {{"path", 1}}), gemm_shape(8, 4096, 4096, 1)), "");
 }
 
 TEST(Gemm, WorkspaceOnlyWhereSplitKCanRun) {
