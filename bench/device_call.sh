@@ -1,5 +1,5 @@
 # One call on the lent GPU machine from a carried build (.device/pack.txz: libgmjit, gmtune,
-# gmjit-worker, gmjit_gpu_tests, bench_expr, pylib with pytest), logs under $OUT. $1 picks the part:
+# gmjit-worker, gmjit_gpu_tests, bench_expr, bench_gemm; bench/pack_device.sh), logs under $OUT. $1 picks the part:
 # Several parts may be named in one call (e.g. `tier bench`), run in that order.
 #   tier   the gpu tier alone (GMJIT_REQUIRE_GPU=1), narrowed by TIER_FILTER
 #   python the Python suite on torch alone
@@ -25,8 +25,10 @@ tests|python)
     GTEST_FILTER="${TIER_FILTER:--SM90/Gemm.*:SM90_GemmTune.*}" TIER_TIMEOUT="${TIER_TIMEOUT:-400}" bash bench/h200_run.sh $D tier 2>&1 | tail -30
     mv $OUT/logs.tgz $OUT/tier.tgz
   fi
-  export GMJIT_LIBRARY=$D/libgmjit.so.0 GMJIT_GMTUNE=$D/gmtune GMJIT_WORKER=$D/gmjit-worker PYTHONPATH=$PWD/python:$D/pylib GMJIT_TEST_NVRTC=1 GMJIT_CACHE=$(mktemp -d)/py.db
+  export GMJIT_LIBRARY=$D/libgmjit.so.0 GMJIT_GMTUNE=$D/gmtune GMJIT_WORKER=$D/gmjit-worker PYTHONPATH=$PWD/python GMJIT_TEST_NVRTC=1 GMJIT_CACHE=$(mktemp -d)/py.db
   python3 -c 'import torch; print(torch.__version__, torch.cuda.get_device_name())'
+  # The machine's own pytest (9.x, with its pytest_timeout plugin); an older one on PYTHONPATH
+  # clashes with that plugin.
   timeout 170 python3 -m pytest python/tests -q -p no:cacheprovider -rs 2>&1 | tee $OUT/pytest.log | tail -15
   [ "$part" = tests ] && timeout 100 python3 python/bench_overhead.py 2>&1 | tee $OUT/overhead.log | tail -14 ;;
 gemm)

@@ -2,9 +2,9 @@
 # Packs what bench/device_call.sh runs on the lent GPU machine into .device/pack.txz (carry
 # ".device"): libgmjit, gmtune, gmjit-worker, the gpu tier, bench_expr and bench_gemm from the build
 # tree (stripped), the standalone wgmma check (nvcc, if it was built into $WGMMA_CHECK), the shapes
-# files the benchmarks read, and pytest from Debian's packages (the machine's Python has torch, not
-# pytest). xz, whose 64 MiB window finds the LLVM code every binary carries once more in the next:
-# under the 64 MiB a call may carry, where gzip is not.
+# files the benchmarks read (the machine's Python brings torch and pytest). xz, whose 64 MiB
+# window finds the LLVM code every binary carries once more in the next: under the 64 MiB a call
+# may carry, where gzip is not.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build="${GMJIT_BUILD_DIR:-build}"
@@ -16,11 +16,6 @@ if [ -n "${WGMMA_CHECK:-}" ]; then cp "$WGMMA_CHECK" "$pack/gemm_wgmma_check"; f
 strip "$pack"/* 2>/dev/null || true
 shapes="${GMJIT_SHAPES_DIR:-../shared/shapes}"
 if [ -f "$shapes/gemm.json" ]; then cp "$shapes/gemm.json" "$pack/"; fi
-mkdir -p "$pack/pylib"
-for m in pytest _pytest pluggy iniconfig packaging py; do
-  cp -r "/usr/lib/python3/dist-packages/$m" "$pack/pylib/"
-done
-cp -r /usr/lib/python3/dist-packages/pytest-*.dist-info "$pack/pylib/"
 mkdir -p .device
 tar -cf - -C "$pack" . | xz -9 -T2 >.device/pack.txz
 rm -rf "$pack"
