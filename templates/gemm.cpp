@@ -38,7 +38,7 @@ enum Path : std::int64_t { kMma = 0, kSkinny = 1 };
 const char* const kMmaParams[] = {"bm", "bn", "bk", "warps_m", "warps_n", "stages", "group_m"};
 // The Hopper family shares the tile parameters and adds its own; bk is fixed at 64 (one 128-byte
 // swizzle span of 16-bit elements) and the warp grid is its warpgroups, so warps_* stay default.
-const char* const kWgmmaParams[] = {"bm", "bn", "stages", "group_m", "consumers"};
+const char* const kWgmmaParams[] = {"bm", "bn", "stages", "group_m", "consumers", "pingpong"};
 const char* const kSkinnyParams[] = {"sk_warps", "sk_cols", "sk_unroll"};
 
 Config default_config() {
@@ -47,7 +47,8 @@ Config default_config() {
   // group_m=1 is kept.
   return {{"path", kMma},    {"bm", 128},      {"bn", 128},     {"bk", 32},       {"warps_m", 2},
           {"warps_n", 2},    {"stages", 3},    {"group_m", 1},  {"split_k", 1},   {"sk_warps", 8},
-          {"sk_cols", 2},    {"sk_unroll", 4},  {"wgmma", 0},     {"consumers", 1}};
+          {"sk_cols", 2},    {"sk_unroll", 4},  {"wgmma", 0},     {"consumers", 1},
+          {"pingpong", 0}};
 }
 
 constexpr const char* kConstraints =
@@ -62,7 +63,8 @@ constexpr const char* kConstraints =
     "path=0 with wgmma=1 (gemm_wgmma, wgmma_detail::wgmma_config_violation_code; an sm_90a device): bk=64, warps_m and "
     "warps_n at their defaults, split_k=1, k and n multiples of 8 (TMA's 16-byte strides; other shapes are left to "
     "wgmma=0), bm a multiple of 64*consumers, (bm/consumers/64)*(bn/2) <= 128 accumulators a consumer thread, "
-    "1024+stages*((bm+bn)*128+16) <= 232448 shared bytes; consumers at its default with wgmma=0. "
+    "1040+stages*((bm+bn)*128+16) <= 232448 shared bytes; pingpong=1 (whole tiles in turn, (bm/64)*(bn/2) <= 128) "
+    "only with consumers=2; consumers and pingpong at their defaults with wgmma=0. "
     "Both: split_k > 1 only when m*n <= 2^25, every k-slice is non-empty and the grid has under two waves of "
     "132 blocks";
 
@@ -127,15 +129,19 @@ std::string mma_violation(const Config& c) {
 bool is_wgmma(const Config& c) { return c.at("path") == kMma && c.at("wgmma") == 1; }
 
 // Mirrors gmjit::wgmma_detail::wgmma_smem_bytes in gmjit/gemm_wgmma.cuh: 1024 bytes to align the
-// ring for the 128-byte swizzle, the stages' A and B tiles (64 deep, 128 bytes a row) and a full
-// and an empty mbarrier per stage.
+// ring for the 128-byte swizzle, two turn mbarriers, the stages' A and B tiles (64 deep, 128 bytes
+// a row) and a full and an empty mbarrier per stage.
 std::int64_t wgmma_smem_bytes(const Config& c) {
-  return 1024 + c.at("stages") * ((c.at("bm") + c.at("bn")) * 128 + 16);
+  return 1024 + 16 + c.at("stages") * ((c.at("bm") + c.at("bn")) * 128 + 16);
 }
 
-std::int64_t wgmma_accumulators(const Config& c) {
-  return c.at("bm") / c.at("consumers") / 64 * (c.at("bn") / 2);
+// Rows of the tile one consumer warpgroup accumulates: all of them with pingpong (the consumers
+// take tiles in turn), its share otherwise.
+std::int64_t wgmma_consumer_rows(const Config& c) {
+  return c.at("pingpong") != 0 ? c.at("bm") : c.at("bm") / c.at("consumers");
 }
+
+std::int64_t wgmma_accumulators(const Config& c) { return wgmma_consumer_rows(c) / 64 * (c.at("bn") / 2); }
 
 // Mirrors gmjit::wgmma_detail::wgmma_config_violation_code, rule for rule (its code in brackets).
 std::string wgmma_violation(const Config& c) {
@@ -143,18 +149,20 @@ std::string wgmma_violation(const Config& c) {
   if (bm != 64 && bm != 128 && bm != 256) return fmt::format("bm={} is not 64, 128 or 256 [1]", bm);
   if (bn != 64 && bn != 128 && bn != 256) return fmt::format("bn={} is not an instruction's n (64, 128, 256) [2]", bn);
   if (consumers != 1 && consumers != 2) return fmt::format("consumers={} is not 1 or 2 [3]", consumers);
-  if (bm % (64 * consumers) != 0) {
+  const bool pingpong = c.at("pingpong") != 0;
+  if (!pingpong && bm % (64 * consumers) != 0) {
     return fmt::format("bm={} is not whole 64-row blocks for each of {} consumer warpgroups [4]", bm, consumers);
   }
   if (c.at("stages") < 2) return "stages < 2 [5]";
   if (wgmma_accumulators(c) > 128) {
-    return fmt::format("(bm/consumers/64)*(bn/2) = {} fp32 accumulators a consumer thread, more than 128 [6]",
-                       wgmma_accumulators(c));
+    return fmt::format("{} fp32 accumulators a consumer thread ({} rows of {} columns), more than 128 [6]",
+                       wgmma_accumulators(c), wgmma_consumer_rows(c), bn);
   }
   if (wgmma_smem_bytes(c) > kMaxSharedBytes) {
-    return fmt::format("1024+stages*((bm+bn)*128+16) = {} shared bytes, more than {} [7]", wgmma_smem_bytes(c),
+    return fmt::format("1040+stages*((bm+bn)*128+16) = {} shared bytes, more than {} [7]", wgmma_smem_bytes(c),
                        kMaxSharedBytes);
   }
+  if (pingpong && consumers < 2) return "pingpong=1 takes tiles in turn between two consumers, not one [8]";
   return {};
 }
 
@@ -230,9 +238,10 @@ std::string violation(const Config& c, const Shape& s) {
     if (c.at("wgmma") == 1) {
       if (auto why = wgmma_family_violation(c, s); !why.empty()) return why;
     } else {
-      if (c.at("consumers") != defaults.at("consumers")) {
-        return fmt::format("wgmma=0 does not use consumers: only consumers={} (the default) is kept",
-                           defaults.at("consumers"));
+      for (const char* p : {"consumers", "pingpong"}) {
+        if (c.at(p) != defaults.at(p)) {
+          return fmt::format("wgmma=0 does not use {}: only {}={} (the default) is kept", p, p, defaults.at(p));
+        }
       }
       if (auto why = mma_violation(c); !why.empty()) return why;
     }
@@ -245,7 +254,7 @@ std::string violation(const Config& c, const Shape& s) {
     }
   } else {
     if (s.at("m") > kSkinnyMaxM) return fmt::format("path=1 (skinny) is for m <= 16, not m={}", s.at("m"));
-    for (const char* p : {"bm", "bn", "bk", "warps_m", "warps_n", "stages", "group_m", "wgmma", "consumers"}) {
+    for (const char* p : {"bm", "bn", "bk", "warps_m", "warps_n", "stages", "group_m", "wgmma", "consumers", "pingpong"}) {
       if (c.at(p) != defaults.at(p)) {
         return fmt::format("path=1 does not use {}: only {}={} (the default) is kept", p, p, defaults.at(p));
       }
@@ -378,7 +387,8 @@ KernelDescriptor gemm_descriptor() {
       {"sk_cols", {2, 4}, "path 1, trans_b=1: columns of C (rows of B) per warp"},
       {"sk_unroll", {2, 4, 8}, "path 1: 16-byte loads of B in flight per thread and column (rows with trans_b=0)"},
       {"wgmma", {0, 1}, "path 0: 1 = the Hopper family (TMA, wgmma, producer/consumer warpgroups, persistent; sm_90a)"},
-      {"consumers", {1, 2}, "wgmma=1: consumer warpgroups, each bm/consumers rows of the tile"},
+      {"consumers", {1, 2}, "wgmma=1: consumer warpgroups, each bm/consumers rows of the tile (pingpong=0)"},
+      {"pingpong", {0, 1}, "wgmma=1, consumers=2: 1 = the consumers take whole tiles in turn (epilogue overlaps)"},
   };
   d.default_config = default_config();
   d.configurations = [params = d.params] { return configurations(params); };
@@ -395,8 +405,8 @@ KernelDescriptor gemm_descriptor() {
                          c.at("sk_warps"), c.at("sk_cols"), c.at("sk_unroll"), flag(aligned(s)));
     }
     if (c.at("wgmma") == 1) {
-      return fmt::format("gmjit::gemm_wgmma<{}, {}, {}, {}, {}, {}, {}>", dtype_arg(t), trans_b, c.at("bm"), c.at("bn"),
-                         c.at("stages"), c.at("consumers"), c.at("group_m"));
+      return fmt::format("gmjit::gemm_wgmma<{}, {}, {}, {}, {}, {}, {}, {}>", dtype_arg(t), trans_b, c.at("bm"),
+                         c.at("bn"), c.at("stages"), c.at("consumers"), c.at("group_m"), flag(c.at("pingpong") != 0));
     }
     // split_k is the grid's depth (geometry below), so every split shares one compile.
     return fmt::format("gmjit::gemm_mma<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}>", dtype_arg(t), trans_b, c.at("bm"),
@@ -513,7 +523,8 @@ KernelDescriptor gemm_descriptor() {
       // a 64-row instruction per consumer with n=64 re-reads A from shared memory for every 64
       // columns, so smaller tiles lose about as the square root of their area, and two stages
       // leave TMA's latency exposed.
-      const double area = bm * bn / (128.0 * 256.0);
+      // Pingpong keeps two tiles in flight an SM (one consumer's k-loop, the other's epilogue).
+      const double area = (c.at("pingpong") != 0 ? 2.0 : 1.0) * bm * bn / (128.0 * 256.0);
       w.compute_efficiency = 14.8 * 0.78 * std::sqrt(std::min(area, 1.0)) * wave_fill *
                              (c.at("stages") >= 3 ? 1.0 : 0.8) * (c.at("consumers") == 2 ? 1.0 : 0.85);
       w.shared_bytes = wgmma_smem_bytes(c);

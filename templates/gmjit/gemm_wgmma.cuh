@@ -94,31 +94,38 @@ enum : int {
   kConsumerRegs = 232,
 };
 
-// Dynamic shared memory bytes the host requests: the alignment slack, kStages (A, B) buffers and
-// two 8-byte mbarriers a stage.
+// Dynamic shared memory bytes the host requests: the alignment slack, kStages (A, B) buffers, two
+// 8-byte mbarriers a stage, and the two that pass the turn between pingpong consumers.
 __host__ __device__ constexpr int wgmma_smem_bytes(int bm, int bn, int stages) {
-  return kSmemSlackBytes + stages * ((bm + bn) * kRowBytes + 16);
+  return kSmemSlackBytes + 16 + stages * ((bm + bn) * kRowBytes + 16);
 }
 
-// 0 when (bm, bn, stages, consumers) is a configuration gemm_wgmma accepts (for every T, kTransB
-// and kGroupM >= 1); otherwise the first rule broken:
+// 0 when (bm, bn, stages, consumers, pingpong) is a configuration gemm_wgmma accepts (for every
+// T, kTransB and kGroupM >= 1); otherwise the first rule broken:
 //   1  bm is not 64, 128 or 256 (TMA boxes are at most 256 rows; m64 wgmma blocks)
 //   2  bn is not 64, 128 or 256 (one m64nNk16 covers the tile's N: wgmma_ops.cuh's shapes; N-major
 //      B comes in 64-column panels)
 //   3  consumers is not 1 or 2 (the register split above is for 2 or 3 warpgroups)
-//   4  bm is not a multiple of 64 * consumers (each consumer takes whole m64 blocks)
+//   4  bm is not a multiple of 64 * consumers (each consumer takes whole m64 blocks; with
+//      pingpong a consumer takes the whole tile)
 //   5  stages < 2
-//   6  (bm / consumers / 64) * (bn / 2) > 128 fp32 accumulators a consumer thread
+//   6  more than 128 fp32 accumulators a consumer thread: (rows a consumer owns / 64) * (bn / 2)
 //   7  wgmma_smem_bytes(bm, bn, stages) exceeds 232448 bytes (227 KiB)
-__host__ __device__ constexpr int wgmma_config_violation_code(int bm, int bn, int stages, int consumers) {
-  return (bm != 64 && bm != 128 && bm != 256)                               ? 1
-         : (bn != 64 && bn != 128 && bn != 256)                             ? 2
-         : (consumers != 1 && consumers != 2)                               ? 3
-         : (bm % (64 * consumers) != 0)                                     ? 4
-         : (stages < 2)                                                     ? 5
-         : ((bm / consumers / 64) * (bn / 2) > kMaxAccumulators)            ? 6
-         : (wgmma_smem_bytes(bm, bn, stages) > kSmemLimitBytes)             ? 7
-                                                                            : 0;
+//   8  pingpong (consumers taking whole tiles in turn) with fewer than two consumers
+__host__ __device__ constexpr int wgmma_consumer_rows(int bm, int consumers, int pingpong) {
+  return pingpong ? bm : bm / consumers;
+}
+__host__ __device__ constexpr int wgmma_config_violation_code(int bm, int bn, int stages, int consumers,
+                                                              int pingpong = 0) {
+  return (bm != 64 && bm != 128 && bm != 256)                                              ? 1
+         : (bn != 64 && bn != 128 && bn != 256)                                            ? 2
+         : (consumers != 1 && consumers != 2)                                              ? 3
+         : (!pingpong && bm % (64 * consumers) != 0)                                       ? 4
+         : (stages < 2)                                                                    ? 5
+         : ((wgmma_consumer_rows(bm, consumers, pingpong) / 64) * (bn / 2) > kMaxAccumulators) ? 6
+         : (wgmma_smem_bytes(bm, bn, stages) > kSmemLimitBytes)                            ? 7
+         : (pingpong && consumers < 2)                                                     ? 8
+                                                                                           : 0;
 }
 
 template <typename T>
@@ -246,7 +253,10 @@ __device__ __forceinline__ void tile_coords(int t, int tiles_m, int tiles_n, int
 // zeros. The host guarantees K % 8 == 0 and N % 8 == 0 (TMA's 16-byte row strides; also every
 // 4-byte pair of C is wholly inside N or wholly outside) and M, N, K >= 1; A and B are read only
 // through the maps, and workspace is not used (it may be null).
-template <typename T, bool kTransB, int kBM, int kBN, int kStages, int kConsumers, int kGroupM>
+// kPingpong: the consumers take whole tiles in turn (consumer c the block's tiles c, c + 2, ...),
+// so one's epilogue runs while the other's wgmmas keep the tensor cores busy; otherwise they split
+// every tile's rows between them (cooperative).
+template <typename T, bool kTransB, int kBM, int kBN, int kStages, int kConsumers, int kGroupM, bool kPingpong = false>
 __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
     gemm_wgmma(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, float* __restrict__ workspace,
                int M, int N, int K, const __grid_constant__ wgmma_detail::TmaMap map_a,
@@ -257,13 +267,15 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
   static_assert(kBM == 64 || kBM == 128 || kBM == 256, "gemm_wgmma: kBM must be 64, 128 or 256 (violation 1)");
   static_assert(kBN == 64 || kBN == 128 || kBN == 256, "gemm_wgmma: kBN must be 64, 128 or 256 (violation 2)");
   static_assert(kConsumers == 1 || kConsumers == 2, "gemm_wgmma: kConsumers must be 1 or 2 (violation 3)");
-  static_assert(kBM % (64 * kConsumers) == 0, "gemm_wgmma: kBM must be a multiple of 64 * kConsumers (violation 4)");
+  static_assert(kPingpong || kBM % (64 * kConsumers) == 0,
+                "gemm_wgmma: kBM must be a multiple of 64 * kConsumers (violation 4)");
   static_assert(kStages >= 2, "gemm_wgmma: kStages must be at least 2 (violation 5)");
-  static_assert((kBM / kConsumers / 64) * (kBN / 2) <= kMaxAccumulators,
+  static_assert((wgmma_consumer_rows(kBM, kConsumers, kPingpong) / 64) * (kBN / 2) <= kMaxAccumulators,
                 "gemm_wgmma: more than 128 accumulators a consumer thread (violation 6)");
   static_assert(wgmma_smem_bytes(kBM, kBN, kStages) <= kSmemLimitBytes,
                 "gemm_wgmma: shared memory over 227 KiB (violation 7)");
-  static_assert(wgmma_config_violation_code(kBM, kBN, kStages, kConsumers) == 0,
+  static_assert(!kPingpong || kConsumers == 2, "gemm_wgmma: pingpong needs two consumers (violation 8)");
+  static_assert(wgmma_config_violation_code(kBM, kBN, kStages, kConsumers, kPingpong) == 0,
                 "gemm_wgmma: wgmma_config_violation_code disagrees with the static_asserts");
   static_assert(kGroupM >= 1, "gemm_wgmma: kGroupM must be at least 1");
   static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <=
@@ -275,7 +287,7 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   enum : int {
-    kRowsPerConsumer = kBM / kConsumers,
+    kRowsPerConsumer = wgmma_consumer_rows(kBM, kConsumers, kPingpong),
     kMBlocks = kRowsPerConsumer / 64,  // wgmma m64 blocks of one consumer
     kAcc = kBN / 2,                    // accumulators of one m64nNk16 a thread
     kABytes = kBM * kRowBytes,         // one stage of A: kBM rows of 64 k
@@ -294,14 +306,22 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
   const unsigned b_smem = smem_base + kStages * kABytes;
   const unsigned full_bar = smem_base + kStages * kStageBytes;
   const unsigned empty_bar = full_bar + 8 * kStages;
+  // turn_bar[c]: consumer c may start its next tile's k-loop (pingpong). A consumer's waits on
+  // `full` are only sound while the barrier is at most one phase behind the use it waits for, so
+  // the consumers' k-loops take turns; an epilogue still overlaps the other consumer's k-loop.
+  const unsigned turn_bar = empty_bar + 8 * kStages;
 
   const int tid = static_cast<int>(threadIdx.x);
   if (tid == 0) {
 #pragma unroll 1
     for (int s = 0; s < kStages; ++s) {
       mbar_init(full_bar + 8 * s, 1);                  // the producer's arrive.expect_tx
-      mbar_init(empty_bar + 8 * s, kConsumers);        // one arrive per consumer warpgroup
+      // One arrive per consumer warpgroup reading the stage: all of them, or with pingpong the
+      // one whose tile it holds.
+      mbar_init(empty_bar + 8 * s, kPingpong ? 1 : kConsumers);
     }
+    mbar_init(turn_bar, 1);
+    mbar_init(turn_bar + 8, 1);
     fence_barrier_init();
   }
   __syncthreads();
@@ -358,7 +378,8 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
 
     // Descriptors of stage 0, k16 step 0, m64 block 0 of this consumer; everything else is an
     // offset added to the address field.
-    const unsigned long long desc_a0 = make_smem_desc(a_smem + consumer * kRowsPerConsumer * kRowBytes, 16, 1024);
+    const int row_offset = kPingpong ? 0 : consumer * kRowsPerConsumer;
+    const unsigned long long desc_a0 = make_smem_desc(a_smem + row_offset * kRowBytes, 16, 1024);
     const unsigned long long desc_b0 = make_smem_desc(b_smem, kBLbo, 1024);
 
     float acc[kMBlocks][kAcc];
@@ -373,8 +394,27 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
 
     int stage = 0;
     unsigned phase = 0;
+    // With pingpong a consumer skips the other's tiles, and the ring's position at the start of its
+    // j-th tile (the block's tile 2j + consumer) is k-tile (2j + consumer) * k_tiles.
+    const int first_local = kPingpong ? consumer : 0;
+    const int local_step = kPingpong ? 2 : 1;
 #pragma unroll 1
-    for (int tile = static_cast<int>(blockIdx.x); tile < tiles; tile += static_cast<int>(gridDim.x)) {
+    for (int local = first_local;; local += local_step) {
+      const long long tile_ll = static_cast<long long>(blockIdx.x) + static_cast<long long>(local) * gridDim.x;
+      if (tile_ll >= tiles) break;
+      const int tile = static_cast<int>(tile_ll);
+      if (kPingpong) {
+        const long long it = static_cast<long long>(local) * k_tiles;
+        stage = static_cast<int>(it % kStages);
+        phase = static_cast<unsigned>((it / kStages) & 1);
+      }
+      // Consumer 0's first tile needs no turn; afterwards each tile waits for the k-loop of the
+      // other consumer's tile before it: consumer 1's j-th tile for consumer 0's j-th (phase j of
+      // turn_bar[1]), consumer 0's j-th for consumer 1's (j-1)-th (phase j-1 of turn_bar[0]).
+      if (kPingpong && local > 0) {
+        const int own = local >> 1;
+        mbar_wait(turn_bar + 8 * consumer, static_cast<unsigned>((consumer == 0 ? own - 1 : own) & 1));
+      }
       int tile_m, tile_n;
       tile_coords<kGroupM>(tile, tiles_m, tiles_n, tile_m, tile_n);
       int prev_stage = 0;
@@ -404,6 +444,8 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
           phase ^= 1u;
         }
       }
+      // Every full barrier of this tile has been waited on: the other consumer's k-loop may start.
+      if (kPingpong && t == 0) mbar_arrive(turn_bar + 8 * (1 - consumer));
       wgmma_wait<0>();
 #pragma unroll
       for (int mb = 0; mb < kMBlocks; ++mb) fence_accumulators(acc[mb]);
@@ -411,7 +453,7 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
 
       // Epilogue from registers (fragment layout at the top). N % 8 == 0 and even columns: a pair
       // is wholly inside N or wholly outside, and 4-byte aligned.
-      const int row0 = tile_m * kBM + consumer * kRowsPerConsumer + warp * 16 + (lane >> 2);
+      const int row0 = tile_m * kBM + row_offset + warp * 16 + (lane >> 2);
       const int col0 = tile_n * kBN + 2 * (lane & 3);
 #pragma unroll
       for (int mb = 0; mb < kMBlocks; ++mb) {

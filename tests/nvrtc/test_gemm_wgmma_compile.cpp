@@ -31,9 +31,11 @@ Shape gemm_shape(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t tr
 
 const templates::KernelDescriptor& gemm() { return templates::find_kernel("gemm"); }
 
-Config wgmma_config(std::int64_t bm, std::int64_t bn, std::int64_t stages, std::int64_t consumers) {
+Config wgmma_config(std::int64_t bm, std::int64_t bn, std::int64_t stages, std::int64_t consumers,
+                    std::int64_t pingpong = 0) {
   Config c = gemm().default_config;
   c["wgmma"] = 1, c["bk"] = 64, c["bm"] = bm, c["bn"] = bn, c["stages"] = stages, c["consumers"] = consumers;
+  c["pingpong"] = pingpong;
   return c;
 }
 
@@ -48,21 +50,23 @@ TEST(GemmWgmmaRules, DescriptorAgreesWithTheHeader) {
     for (const std::int64_t bn : {32, 64, 128, 192, 256}) {
       for (const std::int64_t stages : {1, 2, 3, 4, 5, 6, 8}) {
         for (const std::int64_t consumers : {1, 2, 3}) {
-          const bool ok = gemm().violation(wgmma_config(bm, bn, stages, consumers), shape).empty();
-          ++(ok ? valid : invalid);
-          asserts += fmt::format(
-              "static_assert((gmjit::wgmma_detail::wgmma_config_violation_code({}, {}, {}, {}) == 0) == {}, "
-              "\"{} {} {} {}\");\n",
-              bm, bn, stages, consumers, ok, bm, bn, stages, consumers);
+          for (const std::int64_t pingpong : {0, 1}) {
+            const bool ok = gemm().violation(wgmma_config(bm, bn, stages, consumers, pingpong), shape).empty();
+            ++(ok ? valid : invalid);
+            asserts += fmt::format(
+                "static_assert((gmjit::wgmma_detail::wgmma_config_violation_code({}, {}, {}, {}, {}) == 0) == {}, "
+                "\"{} {} {} {} {}\");\n",
+                bm, bn, stages, consumers, pingpong, ok, bm, bn, stages, consumers, pingpong);
+          }
           asserts += fmt::format(
               "static_assert(gmjit::wgmma_detail::wgmma_smem_bytes({}, {}, {}) == {}, \"smem\");\n", bm, bn, stages,
-              1024 + stages * ((bm + bn) * 128 + 16));
+              1040 + stages * ((bm + bn) * 128 + 16));
         }
       }
     }
   }
-  EXPECT_GT(valid, 30u);
-  EXPECT_GT(invalid, 300u);
+  EXPECT_GT(valid, 60u);
+  EXPECT_GT(invalid, 600u);
   asserts += "__global__ void gemm_wgmma_rules_probe() {}\n";
   codegen::GeneratedSource source;
   source.kernel = "gemm_wgmma";

@@ -135,20 +135,20 @@ TmaMap encode_map(const void* base, uint64_t inner, uint64_t outer, uint32_t box
 }
 
 // One compiled configuration: maps, shared memory attribute, launch.
-template <typename T, bool TB, int BM, int BN, int ST, int CO, int GM>
+template <typename T, bool TB, int BM, int BN, int ST, int CO, int GM, bool PP = false>
 struct Config {
   static constexpr int kSmem = gmjit::wgmma_detail::wgmma_smem_bytes(BM, BN, ST);
-  static_assert(gmjit::wgmma_detail::wgmma_config_violation_code(BM, BN, ST, CO) == 0, "invalid test configuration");
+  static_assert(gmjit::wgmma_detail::wgmma_config_violation_code(BM, BN, ST, CO, PP) == 0, "invalid test configuration");
   static std::string label() {
     char buf[96];
-    std::snprintf(buf, sizeof buf, "%s %s %dx%d s%d c%d g%d", TypeInfo<T>::name(), TB ? "B^T" : "B  ", BM, BN, ST, CO,
-                  GM);
+    std::snprintf(buf, sizeof buf, "%s %s %dx%d s%d c%d g%d%s", TypeInfo<T>::name(), TB ? "B^T" : "B  ", BM, BN, ST,
+                  CO, GM, PP ? " pp" : "");
     return buf;
   }
   static int tiles(int M, int N) { return ((M + BM - 1) / BM) * ((N + BN - 1) / BN); }
   static void launch(const T* a, const T* b, T* c, int M, int N, int K, int grid, cudaStream_t stream = 0) {
     static bool prepared = false;
-    auto kernel = gmjit::gemm_wgmma<T, TB, BM, BN, ST, CO, GM>;
+    auto kernel = gmjit::gemm_wgmma<T, TB, BM, BN, ST, CO, GM, PP>;
     if (!prepared) {
       CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
       prepared = true;
@@ -282,9 +282,9 @@ double launch_and_compare(Problem<T>& p, int grid, bool full, int* bad) {
   return max_err;
 }
 
-template <typename T, bool TB, int BM, int BN, int ST, int CO, int GM>
+template <typename T, bool TB, int BM, int BN, int ST, int CO, int GM, bool PP = false>
 void check(const std::vector<Shape>& shapes, bool full) {
-  typedef Config<T, TB, BM, BN, ST, CO, GM> C;
+  typedef Config<T, TB, BM, BN, ST, CO, GM, PP> C;
   for (const Shape& s : shapes) {
     ++g_cases;
     Problem<T>& p = problem<T>(s.m, s.n, s.k, TB, full);
@@ -378,9 +378,9 @@ static int sampled_bad(const TimeCtx& t, double* max_err) {
   return bad;
 }
 
-template <int BM, int BN, int ST, int CO, int GM, bool TB>
+template <int BM, int BN, int ST, int CO, int GM, bool TB, bool PP = false>
 void time_config(TimeCtx& t) {
-  typedef Config<bf, TB, BM, BN, ST, CO, GM> C;
+  typedef Config<bf, TB, BM, BN, ST, CO, GM, PP> C;
   const int grid = std::min(C::tiles(t.M, t.N), g_sms);
   CK(cudaMemset(t.dc, 0xFF, size_t(t.M) * t.N * sizeof(bf)));
   const double ms = median_ms([&] { C::launch(t.da, t.db, t.dc, t.M, t.N, t.K, grid); });
@@ -431,6 +431,9 @@ void time_shape(cublasHandle_t handle, int M, int N, int K) {
   time_config<256, 128, 4, 2, 8, TB>(t);
   time_config<128, 128, 4, 2, 8, TB>(t);
   time_config<128, 128, 4, 1, 8, TB>(t);
+  time_config<128, 128, 4, 2, 8, TB, true>(t);
+  time_config<128, 128, 5, 2, 8, TB, true>(t);
+  time_config<64, 256, 4, 2, 8, TB, true>(t);
   CK(cudaFree(t.da));
   CK(cudaFree(t.db));
   CK(cudaFree(t.dc));
@@ -536,7 +539,18 @@ int main(int argc, char** argv) {
   check<hf, false, 256, 64, 2, 2, 1>(small, true);
   check<hf, false, 256, 128, 3, 2, 8>(small, true);
 
+  // Pingpong: the consumers take whole tiles in turn, every valid tile once, the layouts and
+  // dtypes rotating.
+  check<bf, true, 128, 128, 4, 2, 8, true>(small, true);
+  check<bf, false, 128, 64, 3, 2, 1, true>(small, true);
+  check<hf, true, 64, 256, 2, 2, 8, true>(small, true);
+  check<hf, false, 64, 128, 5, 2, 8, true>(small, true);
+  check<bf, true, 256, 64, 4, 2, 1, true>(small, true);
+  check<bf, false, 64, 64, 3, 2, 8, true>(small, true);
+
   // Large shapes, sampled: many tiles a block on the persistent grid.
+  check<bf, true, 128, 128, 4, 2, 8, true>(large, false);
+  check<hf, false, 128, 128, 5, 2, 8, true>(large, false);
   check<bf, true, 128, 256, 4, 2, 8>(large, false);
   check<bf, false, 128, 256, 4, 2, 8>(large, false);
   check<bf, true, 256, 128, 4, 2, 8>(large, false);

@@ -63,7 +63,7 @@ TEST(Gemm, Domains) {
       {"path", {0, 1}},         {"bm", {64, 128, 256}},   {"bn", {64, 128, 256}}, {"bk", {32, 64}},
       {"warps_m", {1, 2, 4}},   {"warps_n", {1, 2, 4}},   {"stages", {2, 3, 4, 5}}, {"group_m", {1, 8}},
       {"split_k", {1, 2, 4, 8}}, {"sk_warps", {4, 8}},     {"sk_cols", {2, 4}},    {"sk_unroll", {2, 4, 8}},
-      {"wgmma", {0, 1}},        {"consumers", {1, 2}}};
+      {"wgmma", {0, 1}},        {"consumers", {1, 2}},    {"pingpong", {0, 1}}};
   ASSERT_EQ(k.params.size(), expected.size());
   for (std::size_t i = 0; i < expected.size(); ++i) {
     EXPECT_EQ(k.params[i].name, expected[i].first);
@@ -226,13 +226,13 @@ TEST(Gemm, NoTwoValidConfigsAreTheSameLaunch) {
 }
 
 // all_configs lists each family's own parameters over their domains with the others' at the
-// default: 5184 mma (with split_k), 48 skinny and 144 wgmma (bm, bn, stages, group_m, consumers;
-// no split) configurations, not the 497664 of the cross product, whose others violation rejects
-// at every shape.
+// default: 5184 mma (with split_k), 48 skinny and 288 wgmma (bm, bn, stages, group_m, consumers,
+// pingpong; no split) configurations, not the 995328 of the cross product, whose others violation
+// rejects at every shape.
 TEST(Gemm, ConfigurationsAreEachPathsOwnCrossProduct) {
   const auto& k = gemm();
   const auto listed = all_configs(k);
-  EXPECT_EQ(listed.size(), 5184u + 48u + 144u);
+  EXPECT_EQ(listed.size(), 5184u + 48u + 288u);
   std::set<Config> unique(listed.begin(), listed.end());
   EXPECT_EQ(unique.size(), listed.size());
   for (const auto& c : listed) {
@@ -273,13 +273,14 @@ TEST(Gemm, ValidConfigCounts) {
   const auto count_wgmma = [&](const Shape& s) {
     return testing::count_if_valid(k, s, [&](const Config& c) { return c.at("wgmma") == 1; });
   };
-  // The Hopper family: 11 (bm, bn, consumers) within 128 accumulators a consumer thread, 4 stages
-  // each but 5 for 128x256 and 256x128 (shared memory): 42, times group_m 1 and 8 on tile grids of
-  // two rows and columns or more; none where k or n is not a multiple of 8.
-  EXPECT_EQ(count_wgmma(gemm_shape(4096, 4096, 4096, 1)), 84u);
-  EXPECT_EQ(count_wgmma(gemm_shape(4096, 4096, 4096, 0)), 84u);
-  EXPECT_EQ(count_wgmma(gemm_shape(64, 64, 8, 0)), 42u);
-  EXPECT_EQ(count_wgmma(gemm_shape(128, 128, 128, 1)), 46u);  // 64x64 tiles make a 2x2 grid
+  // The Hopper family: 11 cooperative (bm, bn, consumers) within 128 accumulators a consumer
+  // thread, 4 stages each but 3 for 128x256 and 256x128 (shared memory): 42; 6 pingpong tiles
+  // ((bm/64)*(bn/2) <= 128) with 4 stages each: 24; times group_m 1 and 8 on tile grids of two
+  // rows and columns or more; none where k or n is not a multiple of 8.
+  EXPECT_EQ(count_wgmma(gemm_shape(4096, 4096, 4096, 1)), 132u);
+  EXPECT_EQ(count_wgmma(gemm_shape(4096, 4096, 4096, 0)), 132u);
+  EXPECT_EQ(count_wgmma(gemm_shape(64, 64, 8, 0)), 66u);
+  EXPECT_EQ(count_wgmma(gemm_shape(128, 128, 128, 1)), 74u);  // 64x64 tiles make a 2x2 grid
   EXPECT_EQ(count_wgmma(gemm_shape(17, 33, 29, 1)), 0u);
   EXPECT_EQ(count_wgmma(gemm_shape(1, 1, 1, 1)), 0u);
   // No split-K at 8192^2 (m*n above 2^25) nor at 4096^2 (every valid tile grid has 512 tiles or
@@ -311,7 +312,7 @@ TEST(Gemm, ValidConfigCounts) {
     }
   }
   std::printf("[ configs  ] gemm: %zu per dtype at the gpu tier's shapes\n", total);
-  EXPECT_EQ(total, 4262u + 2 * (46u + 42u + 42u));
+  EXPECT_EQ(total, 4262u + 2 * (74u + 66u + 66u));
 }
 
 TEST(Gemm, NameExpressions) {
@@ -373,15 +374,17 @@ TEST(Gemm, WgmmaGeometryAndName) {
   EXPECT_EQ(big.grid[0], 132u);  // 32 x 16 tiles walked by 132 blocks
   EXPECT_EQ(big.grid[2], 1u);
   EXPECT_EQ(big.block[0], 384u);
-  EXPECT_EQ(big.dynamic_shared_bytes, 1024u + 4u * ((128u + 256u) * 128u + 16u));
+  EXPECT_EQ(big.dynamic_shared_bytes, 1040u + 4u * ((128u + 256u) * 128u + 16u));
   EXPECT_EQ(big.blocks_per_cluster(), 1u);
   const auto small = k.geometry(wgmma(64, 64, 2, 1), gemm_shape(100, 200, 64, 0), dtype_info("fp16"));
   EXPECT_EQ(small.grid[0], 2u * 4u);
   EXPECT_EQ(small.block[0], 256u);
   testing::expect_names(k, {{wgmma(128, 256, 4, 2, 8), gemm_shape(4096, 4096, 4096, 1), "bf16",
-                             "gmjit::gemm_wgmma<__nv_bfloat16, true, 128, 256, 4, 2, 8>"},
+                             "gmjit::gemm_wgmma<__nv_bfloat16, true, 128, 256, 4, 2, 8, false>"},
                             {wgmma(64, 128, 3, 1), gemm_shape(77, 4096, 512, 0), "fp16",
-                             "gmjit::gemm_wgmma<__half, false, 64, 128, 3, 1, 1>"}});
+                             "gmjit::gemm_wgmma<__half, false, 64, 128, 3, 1, 1, false>"},
+                            {with(wgmma(128, 128, 4, 2), {{"pingpong", 1}}), gemm_shape(4096, 4096, 4096, 1), "bf16",
+                             "gmjit::gemm_wgmma<__nv_bfloat16, true, 128, 128, 4, 2, 1, true>"}});
   // Only this family derives arguments from the tensors' addresses (its two tensor maps).
   detail::KernelArgs none;
   const std::uint64_t addresses[3] = {0x10000, 0x20000, 0x30000};
@@ -401,6 +404,10 @@ TEST(Gemm, WgmmaRules) {
   EXPECT_NE(k.violation(with(wgmma(128, 128, 4, 2), {{"warps_m", 4}}), s), "");
   EXPECT_NE(k.violation(with(wgmma(128, 128, 4, 2), {{"split_k", 2}}), s), "");
   EXPECT_NE(k.violation(with(k.default_config, {{"consumers", 2}}), s), "") << "consumers is wgmma=1's alone";
+  EXPECT_NE(k.violation(with(k.default_config, {{"pingpong", 1}}), s), "") << "pingpong is wgmma=1's alone";
+  EXPECT_EQ(k.violation(with(wgmma(128, 128, 4, 2), {{"pingpong", 1}}), s), "");
+  EXPECT_NE(k.violation(with(wgmma(128, 128, 4, 1), {{"pingpong", 1}}), s), "") << "pingpong needs two consumers";
+  EXPECT_NE(k.violation(with(wgmma(128, 256, 4, 2), {{"pingpong", 1}}), s), "") << "256 accumulators a thread";
   EXPECT_NE(k.violation(wgmma(64, 128, 4, 2), s), "") << "64 rows cannot feed two 64-row consumers";
   EXPECT_NE(k.violation(wgmma(128, 256, 4, 1), s), "") << "256 accumulators a thread";
   EXPECT_NE(k.violation(wgmma(128, 256, 5, 2), s), "") << "shared memory";
