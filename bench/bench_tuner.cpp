@@ -582,6 +582,9 @@ struct SearchArgs {
   std::string keys = "trans_b=1";
   std::size_t max_shapes = 0;
   std::size_t max_evaluations = 0;
+  // Under a cap, exhaustive measures the first candidates of the domain order (one corner of the
+  // space); random samples the whole space evenly, so the replays do not inherit a corner.
+  std::string long_strategy = "exhaustive";
   std::vector<std::string> strategies{"model", "random", "climb", "evolve"};
   std::string judged = "evolve";
   std::uint64_t seeds = 5;
@@ -720,6 +723,11 @@ std::vector<Problem> read_shapes_with_keys(const std::string& path, const std::s
 
 int search(const Common& common, const SearchArgs& args) {
   for (const auto& name : args.strategies) strategy_summary(name);
+  strategy_summary(args.long_strategy);
+  if (tuner::find_strategy(args.long_strategy).successive_halving) {
+    throw Error(ErrorKind::usage, 0,
+                fmt::format("--long-strategy {}: a long search must time every candidate in full", args.long_strategy));
+  }
   const Shape keys = kernel_keys(common.kernel, args.keys);
   std::vector<Problem> problems;
   if (!args.shapes.empty()) {
@@ -743,7 +751,7 @@ int search(const Common& common, const SearchArgs& args) {
   const std::size_t ahead = args.ahead > 0 ? args.ahead : 2 * std::max(1u, std::thread::hardware_concurrency());
   json shape_labels = json::array();
   for (const auto& p : problems) shape_labels.push_back(shape_label(common.kernel, p.shape));
-  const Benchmark run = begin_benchmark("search", common, "exhaustive",
+  const Benchmark run = begin_benchmark("search", common, args.long_strategy,
                                         {{"shapes_file", args.shapes_file},
                                          {"keys", format_assignments(keys)},
                                          {"shapes", shape_labels},
@@ -771,7 +779,7 @@ int search(const Common& common, const SearchArgs& args) {
     TuneReport full;
     try {
       full = tune(Problem{problem.kernel, problem.dtype, problem.shape, "bench_tuner search"},
-                  common.options("exhaustive", args.max_evaluations));
+                  common.options(args.long_strategy, args.max_evaluations));
     } catch (const Error& e) {
       std::printf("%s: %s\n", label.c_str(), e.what());
       status = 1;
@@ -952,6 +960,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   search_cmd->add_option("--max-evaluations", search_args.max_evaluations,
                          "cap on the long search (the replays then search what it measured); 0: every candidate")
+      ->capture_default_str();
+  search_cmd->add_option("--long-strategy", search_args.long_strategy,
+                         "the long search's order (exhaustive, or random to sample a capped search evenly)")
       ->capture_default_str();
   search_cmd->add_option("--strategies", search_args.strategies, "strategies replayed")
       ->delimiter(',')

@@ -10,6 +10,11 @@
 #          family against a double reference, then --time beside cuBLAS
 #   bench  bench_expr (generated kernels against a copy and the templates; BENCH_CASES narrows it,
 #          e.g. "--case softmax --case silu_mul") and bench/torch_expr.py
+#   gemmbench  bench_gemm over $GEMM_SHAPES (default the pack's gemm.json) against cuBLAS, GEMM_ARGS
+#          adds flags; the SASS of the bf16 4096^3 winner (bench/h200_run.sh gemm)
+#   search bench_tuner search: a long random search per shape of $SEARCH_SHAPES (default the pack's
+#          gemm.json, first $SEARCH_MAX shapes), every strategy replayed on it; SEARCH_ARGS adds flags
+#   triton bench/triton_autotune.py on bf16 x @ W^T at $TRITON_SHAPES with $TRITON_CONFIGS configs
 set -u
 # xz, whose 64 MiB window finds the LLVM code every binary carries once more in the next: a quarter
 # of gzip's size. Python unpacks it, whatever the machine's tar supports.
@@ -39,8 +44,22 @@ bench)
   timeout 330 $D/bench_expr --db $(mktemp -d)/bench.db ${BENCH_CASES:-} 2>&1 | tee $OUT/bench_expr.log
   timeout 200 python3 bench/torch_expr.py 2>&1 | tee $OUT/torch_expr.log | tail -12 ;;
 wgmma)
-  timeout 90 $D/gemm_wgmma_check 2>&1 | tee $OUT/wgmma_check.log | tail -8
-  timeout 90 $D/gemm_wgmma_check --time 2>&1 | tee $OUT/wgmma_time.log | tail -40 ;;
-*) echo "device_call.sh: unknown part $part (tier, tests, python, gemm, bench, wgmma)"; exit 2 ;;
+  timeout 150 $D/gemm_wgmma_check 2>&1 | tee $OUT/wgmma_check.log | grep -E "FAIL|failed" | head -20
+  timeout 200 $D/gemm_wgmma_check --time 2>&1 | tee $OUT/wgmma_time.log | tail -100 ;;
+gemmbench)
+  GEMM_SHAPES="${GEMM_SHAPES:-$D/gemm.json}" GEMM_SGEMM=0 GEMM_TIMEOUT="${GEMM_TIMEOUT:-540}" TAIL=100 \
+    bash bench/h200_run.sh $D gemm 2>&1 | tail -110
+  mv $OUT/logs.tgz $OUT/gemmbench.tgz ;;
+search)
+  export GMJIT_GMTUNE=$D/gmtune GMJIT_WORKER=$D/gmjit-worker GMJIT_CACHE=$(mktemp -d)/search.db
+  # shellcheck disable=SC2086  # extra flags, word-split on purpose
+  timeout "${SEARCH_TIMEOUT:-560}" $D/bench_tuner search --kernel gemm --dtype bf16 \
+    --shapes "${SEARCH_SHAPES:-$D/gemm.json}" --long-strategy random --json-out $OUT/search.json ${SEARCH_ARGS:-} \
+    2>&1 | tee $OUT/search.log | grep -v '^curve,' | tail -80 ;;
+triton)
+  timeout "${TRITON_TIMEOUT:-300}" python3 -u bench/triton_autotune.py --dtype bf16 --trans-b 1 \
+    --configs "${TRITON_CONFIGS:-24}" --shapes "${TRITON_SHAPES:-4096x4096x4096}" --time-limit "${TRITON_LIMIT:-240}" \
+    --json-out $OUT/triton.json 2>&1 | tee $OUT/triton.log | tail -20 ;;
+*) echo "device_call.sh: unknown part $part (tier, tests, python, gemm, bench, wgmma, gemmbench, search, triton)"; exit 2 ;;
 esac
 done

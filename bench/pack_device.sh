@@ -11,7 +11,7 @@ build="${GMJIT_BUILD_DIR:-build}"
 pack="$(mktemp -d)"
 cp "$build/lib/libgmjit.so.0.1.0" "$pack/libgmjit.so.0"
 cp "$build/tools/gmtune" "$build/tuner/gmjit-worker" "$build/tests/gmjit_gpu_tests" "$build/bench/bench_expr" \
-   "$build/bench/bench_gemm" "$pack/"
+   "$build/bench/bench_gemm" "$build/bench/bench_tuner" "$pack/"
 if [ -n "${WGMMA_CHECK:-}" ]; then cp "$WGMMA_CHECK" "$pack/gemm_wgmma_check"; fi
 strip "$pack"/* 2>/dev/null || true
 shapes="${GMJIT_SHAPES_DIR:-../shared/shapes}"

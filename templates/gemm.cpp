@@ -38,7 +38,7 @@ enum Path : std::int64_t { kMma = 0, kSkinny = 1 };
 const char* const kMmaParams[] = {"bm", "bn", "bk", "warps_m", "warps_n", "stages", "group_m"};
 // The Hopper family shares the tile parameters and adds its own; bk is fixed at 64 (one 128-byte
 // swizzle span of 16-bit elements) and the warp grid is its warpgroups, so warps_* stay default.
-const char* const kWgmmaParams[] = {"bm", "bn", "stages", "group_m", "consumers", "pingpong"};
+const char* const kWgmmaParams[] = {"bm", "bn", "stages", "group_m", "consumers", "pingpong", "cluster"};
 const char* const kSkinnyParams[] = {"sk_warps", "sk_cols", "sk_unroll"};
 
 Config default_config() {
@@ -48,7 +48,7 @@ Config default_config() {
   return {{"path", kMma},    {"bm", 128},      {"bn", 128},     {"bk", 32},       {"warps_m", 2},
           {"warps_n", 2},    {"stages", 3},    {"group_m", 1},  {"split_k", 1},   {"sk_warps", 8},
           {"sk_cols", 2},    {"sk_unroll", 4},  {"wgmma", 0},     {"consumers", 1},
-          {"pingpong", 0}};
+          {"pingpong", 0},   {"cluster", 1}};
 }
 
 constexpr const char* kConstraints =
@@ -61,10 +61,11 @@ constexpr const char* kConstraints =
     "multiple of 8 (spills); "
     "split_k > 1 with trans_b=1 needs sk_warps*sk_cols >= 16; the mma params at their defaults. "
     "path=0 with wgmma=1 (gemm_wgmma, wgmma_detail::wgmma_config_violation_code; an sm_90a device): bk=64, warps_m and "
-    "warps_n at their defaults, split_k=1, k and n multiples of 8 (TMA's 16-byte strides; other shapes are left to "
+    "warps_n at their defaults, split_k > 1 only with fewer than 132 tiles, k and n multiples of 8 (TMA's 16-byte strides; other shapes are left to "
     "wgmma=0), bm a multiple of 64*consumers, (bm/consumers/64)*(bn/2) <= 128 accumulators a consumer thread, "
-    "1040+stages*((bm+bn)*128+16) <= 232448 shared bytes; pingpong=1 (whole tiles in turn, (bm/64)*(bn/2) <= 128) "
-    "only with consumers=2; consumers and pingpong at their defaults with wgmma=0. "
+    "1056+stages*((bm+bn)*128+16) <= 232448 shared bytes; pingpong=1 (whole tiles in turn, (bm/64)*(bn/2) <= 128) "
+    "only with consumers=2; cluster=2 (two blocks on adjacent tile rows, B multicast) needs bn >= 128 and two tile "
+    "rows or more; consumers, pingpong and cluster at their defaults with wgmma=0. "
     "Both: split_k > 1 only when m*n <= 2^25, every k-slice is non-empty and the grid has under two waves of "
     "132 blocks";
 
@@ -85,11 +86,16 @@ std::int64_t tiles(const Config& c, const Shape& s) {
   return ceil_div(s.at("m"), c.at("bm")) * ceil_div(s.at("n"), c.at("bn"));
 }
 
-// Blocks in x: the tiles of C (mma), one block an SM walking them (wgmma) or the column groups
-// (skinny).
+// Blocks in x: the tiles of C (mma), one block an SM walking them (wgmma: the SMs shared among
+// the split's k-slices in z) or the column groups (skinny).
 std::int64_t grid_x(const Config& c, const Shape& s) {
   if (c.at("path") == kSkinny) return ceil_div(s.at("n"), skinny_cols_per_block(c, s));
-  if (c.at("wgmma") == 1) return std::min(tiles(c, s), kSms);
+  if (c.at("wgmma") == 1) {
+    // Clusters walk pairs of tile rows; a grid of whole clusters.
+    const std::int64_t cluster = c.at("cluster");
+    const std::int64_t units = ceil_div(ceil_div(s.at("m"), c.at("bm")), cluster) * ceil_div(s.at("n"), c.at("bn"));
+    return cluster * std::min(units, std::max<std::int64_t>(1, kSms / c.at("split_k") / cluster));
+  }
   return tiles(c, s);
 }
 
@@ -129,10 +135,10 @@ std::string mma_violation(const Config& c) {
 bool is_wgmma(const Config& c) { return c.at("path") == kMma && c.at("wgmma") == 1; }
 
 // Mirrors gmjit::wgmma_detail::wgmma_smem_bytes in gmjit/gemm_wgmma.cuh: 1024 bytes to align the
-// ring for the 128-byte swizzle, two turn mbarriers, the stages' A and B tiles (64 deep, 128 bytes
-// a row) and a full and an empty mbarrier per stage.
+// ring for the 128-byte swizzle, two turn mbarriers and two split-K flags, the stages' A and B
+// tiles (64 deep, 128 bytes a row) and a full and an empty mbarrier per stage.
 std::int64_t wgmma_smem_bytes(const Config& c) {
-  return 1024 + 16 + c.at("stages") * ((c.at("bm") + c.at("bn")) * 128 + 16);
+  return 1024 + 32 + c.at("stages") * ((c.at("bm") + c.at("bn")) * 128 + 16);
 }
 
 // Rows of the tile one consumer warpgroup accumulates: all of them with pingpong (the consumers
@@ -159,10 +165,13 @@ std::string wgmma_violation(const Config& c) {
                        wgmma_accumulators(c), wgmma_consumer_rows(c), bn);
   }
   if (wgmma_smem_bytes(c) > kMaxSharedBytes) {
-    return fmt::format("1040+stages*((bm+bn)*128+16) = {} shared bytes, more than {} [7]", wgmma_smem_bytes(c),
+    return fmt::format("1056+stages*((bm+bn)*128+16) = {} shared bytes, more than {} [7]", wgmma_smem_bytes(c),
                        kMaxSharedBytes);
   }
   if (pingpong && consumers < 2) return "pingpong=1 takes tiles in turn between two consumers, not one [8]";
+  const std::int64_t cluster = c.at("cluster");
+  if (cluster != 1 && cluster != 2) return fmt::format("cluster={} is not 1 or 2 [9]", cluster);
+  if (cluster == 2 && bn < 128) return fmt::format("cluster=2 splits B's tile in halves of 64 rows or panels: bn={} [9]", bn);
   return {};
 }
 
@@ -175,11 +184,19 @@ std::string wgmma_family_violation(const Config& c, const Shape& s) {
       return fmt::format("wgmma=1 does not use {} (its warps are warpgroups): only {}={} is kept", p, p, defaults.at(p));
     }
   }
-  if (c.at("split_k") != 1) return "wgmma=1 does not split k: only split_k=1";
+  // Splitting pays only for SMs the tiles leave idle; a persistent grid already covers the rest.
+  if (c.at("split_k") > 1 && tiles(c, s) >= kSms) {
+    return fmt::format("wgmma=1 splits k only while its {} tiles leave some of the {} SMs idle, not split_k={}",
+                       tiles(c, s), kSms, c.at("split_k"));
+  }
   if (!aligned(s)) {
     return fmt::format("wgmma=1 needs k and n multiples of 8 (TMA's 16-byte row strides), not k={} n={}: left to "
                        "wgmma=0",
                        s.at("k"), s.at("n"));
+  }
+  if (c.at("cluster") > 1 && ceil_div(s.at("m"), c.at("bm")) < 2) {
+    return fmt::format("cluster={} pairs tile rows, and m={} is one row of bm={}", c.at("cluster"), s.at("m"),
+                       c.at("bm"));
   }
   return wgmma_violation(c);
 }
@@ -238,7 +255,7 @@ std::string violation(const Config& c, const Shape& s) {
     if (c.at("wgmma") == 1) {
       if (auto why = wgmma_family_violation(c, s); !why.empty()) return why;
     } else {
-      for (const char* p : {"consumers", "pingpong"}) {
+      for (const char* p : {"consumers", "pingpong", "cluster"}) {
         if (c.at(p) != defaults.at(p)) {
           return fmt::format("wgmma=0 does not use {}: only {}={} (the default) is kept", p, p, defaults.at(p));
         }
@@ -246,15 +263,17 @@ std::string violation(const Config& c, const Shape& s) {
       if (auto why = mma_violation(c); !why.empty()) return why;
     }
     // gemm_mma's grouped raster visits the tiles in row-major order when the tile grid is one row
-    // or one column: the same launch as group_m=1.
-    const std::int64_t tiles_m = ceil_div(s.at("m"), c.at("bm")), tiles_n = ceil_div(s.at("n"), c.at("bn"));
+    // or one column: the same launch as group_m=1. (A cluster's rows walk as one.)
+    const std::int64_t tiles_m = ceil_div(ceil_div(s.at("m"), c.at("bm")), c.at("cluster")),
+                       tiles_n = ceil_div(s.at("n"), c.at("bn"));
     if (c.at("group_m") > 1 && (tiles_m == 1 || tiles_n == 1)) {
       return fmt::format("group_m={} on a {}x{} tile grid visits tiles as group_m=1 does", c.at("group_m"), tiles_m,
                          tiles_n);
     }
   } else {
     if (s.at("m") > kSkinnyMaxM) return fmt::format("path=1 (skinny) is for m <= 16, not m={}", s.at("m"));
-    for (const char* p : {"bm", "bn", "bk", "warps_m", "warps_n", "stages", "group_m", "wgmma", "consumers", "pingpong"}) {
+    for (const char* p :
+         {"bm", "bn", "bk", "warps_m", "warps_n", "stages", "group_m", "wgmma", "consumers", "pingpong", "cluster"}) {
       if (c.at(p) != defaults.at(p)) {
         return fmt::format("path=1 does not use {}: only {}={} (the default) is kept", p, p, defaults.at(p));
       }
@@ -318,6 +337,9 @@ bool split_possible(const KernelDescriptor& d, const Shape& s) {
           }
         }
       }
+      Config w = c;  // the Hopper family, which splits where its tiles leave SMs idle
+      w["wgmma"] = 1, w["bk"] = 64, w["bm"] = bm, w["bn"] = bn, w["stages"] = values("stages").front();
+      if (violation(w, s).empty()) return true;
     }
   }
   c["path"] = kSkinny;
@@ -354,9 +376,9 @@ std::vector<Config> configurations(const std::vector<ParamDomain>& params) {
     if (wgmma == 1) base["bk"] = 64;
     std::vector<ParamDomain> varied;
     for (const auto& param : params) {
-      // The Hopper family does not split k (yet): its split_k stays 1.
-      const bool splits = param.name == "split_k" && wgmma == 0;
-      if (splits || std::find(own.begin(), own.end(), param.name) != own.end()) varied.push_back(param);
+      if (param.name == "split_k" || std::find(own.begin(), own.end(), param.name) != own.end()) {
+        varied.push_back(param);
+      }
     }
     const auto configs = cross_product(varied, base);
     all.insert(all.end(), configs.begin(), configs.end());
@@ -389,6 +411,7 @@ KernelDescriptor gemm_descriptor() {
       {"wgmma", {0, 1}, "path 0: 1 = the Hopper family (TMA, wgmma, producer/consumer warpgroups, persistent; sm_90a)"},
       {"consumers", {1, 2}, "wgmma=1: consumer warpgroups, each bm/consumers rows of the tile (pingpong=0)"},
       {"pingpong", {0, 1}, "wgmma=1, consumers=2: 1 = the consumers take whole tiles in turn (epilogue overlaps)"},
+      {"cluster", {1, 2}, "wgmma=1: 2 = clusters of two blocks on adjacent tile rows, B's tile multicast to both"},
   };
   d.default_config = default_config();
   d.configurations = [params = d.params] { return configurations(params); };
@@ -405,8 +428,9 @@ KernelDescriptor gemm_descriptor() {
                          c.at("sk_warps"), c.at("sk_cols"), c.at("sk_unroll"), flag(aligned(s)));
     }
     if (c.at("wgmma") == 1) {
-      return fmt::format("gmjit::gemm_wgmma<{}, {}, {}, {}, {}, {}, {}, {}>", dtype_arg(t), trans_b, c.at("bm"),
-                         c.at("bn"), c.at("stages"), c.at("consumers"), c.at("group_m"), flag(c.at("pingpong") != 0));
+      return fmt::format("gmjit::gemm_wgmma<{}, {}, {}, {}, {}, {}, {}, {}, {}>", dtype_arg(t), trans_b, c.at("bm"),
+                         c.at("bn"), c.at("stages"), c.at("consumers"), c.at("group_m"), flag(c.at("pingpong") != 0),
+                         c.at("cluster"));
     }
     // split_k is the grid's depth (geometry below), so every split shares one compile.
     return fmt::format("gmjit::gemm_mma<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}>", dtype_arg(t), trans_b, c.at("bm"),
@@ -422,6 +446,7 @@ KernelDescriptor gemm_descriptor() {
     } else if (c.at("wgmma") == 1) {
       g.block[0] = static_cast<unsigned>((c.at("consumers") + 1) * 128);
       g.dynamic_shared_bytes = static_cast<unsigned>(wgmma_smem_bytes(c));
+      g.cluster[0] = static_cast<unsigned>(c.at("cluster"));
     } else {
       g.block[0] = static_cast<unsigned>(c.at("warps_m") * c.at("warps_n") * 32);
       g.dynamic_shared_bytes = static_cast<unsigned>(mma_smem_bytes(c));
@@ -442,8 +467,8 @@ KernelDescriptor gemm_descriptor() {
   d.add_scalars = [](detail::KernelArgs& args, const Shape& s) {
     args.add(static_cast<int>(s.at("m"))).add(static_cast<int>(s.at("n"))).add(static_cast<int>(s.at("k")));
   };
-  // The Hopper family's operands arrive through TMA: a map of A (box bm x 64) and of B (box bn x 64
-  // with trans_b=1; 64 x 64 panels of the k x n matrix with trans_b=0), 128-byte swizzled, encoded
+  // The Hopper family's operands arrive through TMA: a map of A (box bm x 64) and of B (box
+  // (bn / cluster) x 64 with trans_b=1: each block of a cluster loads its half; 64 x 64 panels of the k x n matrix with trans_b=0), 128-byte swizzled, encoded
   // once per address and shape (detail::tile_map's cache).
   d.add_address_args = [](detail::KernelArgs& args, const Config& c, const Shape& s, const DtypeInfo& t,
                           const std::uint64_t* addresses) {
@@ -455,7 +480,7 @@ KernelDescriptor gemm_descriptor() {
                           detail::TileSwizzle::bytes128};
     detail::TileMapSpec b = s.at("trans_b") != 0
                                 ? detail::TileMapSpec{addresses[1], bytes, n, k, k * bytes,
-                                                      static_cast<std::uint32_t>(c.at("bn")), 64,
+                                                      static_cast<std::uint32_t>(c.at("bn") / c.at("cluster")), 64,
                                                       detail::TileSwizzle::bytes128}
                                 : detail::TileMapSpec{addresses[1], bytes, k, n, n * bytes, 64, 64,
                                                       detail::TileSwizzle::bytes128};
@@ -509,15 +534,20 @@ KernelDescriptor gemm_descriptor() {
     w.memory_efficiency = 0.6;
     // What the blocks read from L2 together: the reason small tiles lose on large problems (at
     // 4096^3, 128x128 tiles read 2.1 GB, 64x64 ones 4.3 GB).
-    w.l2_bytes = 2.0 * tiles_m * tiles_n * (bm + bn) * k;
+    // A cluster's two blocks read B's tile once between them (multicast).
+    w.l2_bytes = 2.0 * tiles_m * tiles_n * (bm + bn / static_cast<double>(c.at("cluster"))) * k;
     // The H200's dense bf16/fp16 tensor-core peak (989 TFLOP/s) is about 14.8 times its fp32 FMA
     // peak (67 TFLOP/s), which the model's peak counts; mma.sync kernels reach about 60-70% of
     // it with a 64x64 warp tile, less with smaller warp tiles (fewer mma per shared load), with
     // fewer than three stages (exposed load latency) and with 32-deep stages (twice the barriers).
     if (c.at("wgmma") == 1) {
-      // A persistent grid: every SM walks ceil(tiles / 132) tiles, the last wave partly idle.
-      const double waves = std::ceil(tiles_m * tiles_n / static_cast<double>(kSms));
-      const double wave_fill = tiles_m * tiles_n / (waves * static_cast<double>(kSms));
+      // A persistent grid: every SM walks ceil(units / 132) (tile, k-slice) units, the last wave
+      // partly idle.
+      const double units = tiles_m * tiles_n * split;
+      const double waves = std::ceil(units / static_cast<double>(kSms));
+      const double wave_fill = units / (waves * static_cast<double>(kSms));
+      // Its partials go out as 8-byte vector reductions: one atomic operation per two elements.
+      w.atomics /= 2;
       // wgmma reads both operands from shared memory with no register staging: public Hopper
       // kernels reach 70-80% of the dense peak with 128x256 tiles over two consumer warpgroups;
       // a 64-row instruction per consumer with n=64 re-reads A from shared memory for every 64

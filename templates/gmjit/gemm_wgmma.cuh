@@ -18,7 +18,7 @@
 // epilogue, which stores straight from the accumulator registers (4-byte pairs, bounds-checked).
 //
 // Tiles are walked persistently (gridDim.x = min(tiles, SMs) on the host; tile = blockIdx.x,
-// += gridDim.x) through the same grouped raster of kGroupM tile-rows as gemm_mma (gemm.cuh), so
+// += gridDim.x; with clusters, pairs of tiles by cluster) through the same grouped raster of kGroupM tile-rows as gemm_mma (gemm.cuh), so
 // blocks working at the same time share rows of A and columns of B in L2. Producer and consumers
 // walk the same sequence and keep one running k-tile counter across tiles: k-tile it uses stage
 // it % kStages, and the (it / kStages)-th use of a stage waits `full` on parity (it / kStages) & 1;
@@ -52,15 +52,16 @@
 // warpgroup (warp w = t / 32, lane l) holds, for each n8 chunk q < N / 8, d[4q], d[4q+1] at row
 // 16w + l/4, columns 8q + 2(l%4) + {0, 1}, and d[4q+2], d[4q+3] at row 16w + l/4 + 8.
 //
-// Measured: not yet run on a GPU, so neither its correctness nor its speed is established; the
-// check and the timing against cuBLAS are tests/standalone/gemm_wgmma_check.cu. Compiled only:
-// nvcc/ptxas 13.0 for sm_90a, the 63 instantiations of that check (every valid (bm, bn,
-// consumers), stages 2-4, both dtypes and layouts) keep nothing in local memory; ptxas reports the
-// entry allocation (168 registers with two consumers, 232 with one) and the SASS (nvdisasm) uses
-// at most 58-164 registers, the 128-accumulator tiles 154-164, so a consumer stays well inside
-// its 232. The SASS shows per k-tile one WARPGROUP.ARRIVE, the HGMMAs back to back (.tnspB
-// without kTransB) and WARPGROUP.DEPBAR.LE gsb0, 0x1, no serialising waits between them. Through
-// NVRTC 13.0 the header compiles for sm_90a and, as the trapping fallback, for sm_80 and sm_90.
+// Split-K (gridDim.z > 1, for tile grids that leave SMs idle: decode and small-batch shapes):
+// block (x, z) walks the tiles for k-slice z, red.adds (8-byte vector reductions) its partials
+// into an fp32 workspace, and the slice that arrives last on a tile's counter writes C.
+//
+// Measured (bench/NOTES.md): the cooperative kernel passed tests/standalone/gemm_wgmma_check.cu
+// (617 cases) and the gpu tier on an H100, and reached 0.80-0.95x cuBLAS at 4096^3-8192^3 bf16.
+// SASS (nvdisasm 13.0, sm_90a): per k-tile one WARPGROUP.ARRIVE, the HGMMAs back to back (.tnspB
+// without kTransB) and WARPGROUP.DEPBAR.LE gsb0, 0x1; no local memory; 168 registers at entry with
+// two consumers, 232 with one, the 128-accumulator tiles using 154-164. Through NVRTC 13.0 the
+// header also compiles for sm_80 and sm_90 as the trapping fallback.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -95,9 +96,10 @@ enum : int {
 };
 
 // Dynamic shared memory bytes the host requests: the alignment slack, kStages (A, B) buffers, two
-// 8-byte mbarriers a stage, and the two that pass the turn between pingpong consumers.
+// 8-byte mbarriers a stage, the two that pass the turn between pingpong consumers, and two 4-byte
+// split-K flags (padded to 8).
 __host__ __device__ constexpr int wgmma_smem_bytes(int bm, int bn, int stages) {
-  return kSmemSlackBytes + 16 + stages * ((bm + bn) * kRowBytes + 16);
+  return kSmemSlackBytes + 32 + stages * ((bm + bn) * kRowBytes + 16);
 }
 
 // 0 when (bm, bn, stages, consumers, pingpong) is a configuration gemm_wgmma accepts (for every
@@ -112,11 +114,13 @@ __host__ __device__ constexpr int wgmma_smem_bytes(int bm, int bn, int stages) {
 //   6  more than 128 fp32 accumulators a consumer thread: (rows a consumer owns / 64) * (bn / 2)
 //   7  wgmma_smem_bytes(bm, bn, stages) exceeds 232448 bytes (227 KiB)
 //   8  pingpong (consumers taking whole tiles in turn) with fewer than two consumers
+//   9  cluster is not 1 or 2, or 2 with bn < 128 (the pair's blocks each load half of B: half a
+//      K-major tile of at least 64 rows, or every other 64-column panel)
 __host__ __device__ constexpr int wgmma_consumer_rows(int bm, int consumers, int pingpong) {
   return pingpong ? bm : bm / consumers;
 }
 __host__ __device__ constexpr int wgmma_config_violation_code(int bm, int bn, int stages, int consumers,
-                                                              int pingpong = 0) {
+                                                              int pingpong = 0, int cluster = 1) {
   return (bm != 64 && bm != 128 && bm != 256)                                              ? 1
          : (bn != 64 && bn != 128 && bn != 256)                                            ? 2
          : (consumers != 1 && consumers != 2)                                              ? 3
@@ -125,6 +129,7 @@ __host__ __device__ constexpr int wgmma_config_violation_code(int bm, int bn, in
          : ((wgmma_consumer_rows(bm, consumers, pingpong) / 64) * (bn / 2) > kMaxAccumulators) ? 6
          : (wgmma_smem_bytes(bm, bn, stages) > kSmemLimitBytes)                            ? 7
          : (pingpong && consumers < 2)                                                     ? 8
+         : ((cluster != 1 && cluster != 2) || (cluster == 2 && bn < 128))                  ? 9
                                                                                            : 0;
 }
 
@@ -170,6 +175,24 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(unsigned bar, unsigned byt
 __device__ __forceinline__ void mbar_arrive(unsigned bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
+// Arrives on the mbarrier at CTA-relative address `bar` in block `rank` of this block's cluster,
+// releasing this thread's earlier accesses at cluster scope.
+__device__ __forceinline__ void mbar_arrive_cluster(unsigned bar, unsigned rank) {
+  asm volatile(
+      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
+      "r"(rank)
+      : "memory");
+}
+__device__ __forceinline__ unsigned cluster_ctarank() {
+  unsigned rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+  return rank;
+}
+// Every thread of every block of the cluster; orders the barrier inits before any remote use.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
 // One poll; the predicate leaves through selp so the loop is C++ (inline asm gets inlined many
 // times and may not define labels).
 __device__ __forceinline__ bool mbar_try_wait(unsigned bar, unsigned parity) {
@@ -201,6 +224,17 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, const TmaMap* map, int
       : "memory");
 }
 
+// The same box into shared memory at CTA-relative address dst of every block in `mask` of the
+// cluster, each block's `bar` (same offset) counting the bytes it receives.
+__device__ __forceinline__ void tma_load_2d_multicast(unsigned dst, const TmaMap* map, int inner, int outer,
+                                                      unsigned bar, unsigned short mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], "
+      "[%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
+      "l"(reinterpret_cast<unsigned long long>(map)), "r"(inner), "r"(outer), "r"(bar), "h"(mask)
+      : "memory");
+}
+
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int kPending>
@@ -214,6 +248,18 @@ template <int kN>
 __device__ __forceinline__ void fence_accumulators(float (&d)[kN]) {
 #pragma unroll
   for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// Synchronises the `threads` threads (whole warps) that use named barrier `id` (1-15; 0 is
+// __syncthreads'), leaving the other warpgroups of the block running.
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// Adds an (even, odd) column pair to fp32 partial sums in global memory in one vector reduction
+// (sm_90), half the L2 atomic operations of two scalar ones; p is 8-byte aligned.
+__device__ __forceinline__ void red_add_pair(float* p, float x, float y) {
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(p), "f"(x), "f"(y) : "memory");
 }
 
 template <int kRegs>
@@ -252,11 +298,25 @@ __device__ __forceinline__ void tile_coords(int t, int tiles_m, int tiles_n, int
 // {N, K}, box {64, 64}; 16-bit elements, 128-byte swizzle, out-of-bounds elements filled with
 // zeros. The host guarantees K % 8 == 0 and N % 8 == 0 (TMA's 16-byte row strides; also every
 // 4-byte pair of C is wholly inside N or wholly outside) and M, N, K >= 1; A and B are read only
-// through the maps, and workspace is not used (it may be null).
+// through the maps.
+// gridDim.z > 1 splits the k-tiles into that many contiguous slices (blocks (x, z) walk the tiles
+// for slice z; one compiled kernel serves every split), with gemm_mma's workspace protocol: M * N
+// fp32 partials (zero) followed by at least ceil(M/kBM) * ceil(N/kBN) unsigned counters (zero);
+// each slice red.adds its partials, and the slice that arrives last on tile (tile_m, tile_n)'s
+// counter (tile_m * ceil(N/kBN) + tile_n) converts the sums into C and leaves the partials and
+// the counter at zero. gridDim.z == 1 never touches workspace (it may be null).
 // kPingpong: the consumers take whole tiles in turn (consumer c the block's tiles c, c + 2, ...),
 // so one's epilogue runs while the other's wgmmas keep the tensor cores busy; otherwise they split
 // every tile's rows between them (cooperative).
-template <typename T, bool kTransB, int kBM, int kBN, int kStages, int kConsumers, int kGroupM, bool kPingpong = false>
+// kCluster = 2: blocks come in clusters of two (the host launches cluster dims (2, 1, 1) and an even
+// grid) that take vertically adjacent tiles (tile rows 2u and 2u + 1 of one column): they share
+// B's tile, and each block loads half of it, multicast into both blocks' stages, so L2 serves B
+// once for the pair. A stage is then free only when the consumers of both blocks are done with it
+// (empty barriers count both blocks' arrivals), and a block whose row is past M (odd tile rows)
+// still loads and computes, for its partner's sake, but stores nothing. map_b's box is then
+// {64, kBN / 2} with kTransB.
+template <typename T, bool kTransB, int kBM, int kBN, int kStages, int kConsumers, int kGroupM, bool kPingpong = false,
+          int kCluster = 1>
 __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
     gemm_wgmma(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, float* __restrict__ workspace,
                int M, int N, int K, const __grid_constant__ wgmma_detail::TmaMap map_a,
@@ -275,7 +335,9 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
   static_assert(wgmma_smem_bytes(kBM, kBN, kStages) <= kSmemLimitBytes,
                 "gemm_wgmma: shared memory over 227 KiB (violation 7)");
   static_assert(!kPingpong || kConsumers == 2, "gemm_wgmma: pingpong needs two consumers (violation 8)");
-  static_assert(wgmma_config_violation_code(kBM, kBN, kStages, kConsumers, kPingpong) == 0,
+  static_assert((kCluster == 1 || kCluster == 2) && (kCluster == 1 || kBN >= 128),
+                "gemm_wgmma: kCluster is 1, or 2 with kBN >= 128 (violation 9)");
+  static_assert(wgmma_config_violation_code(kBM, kBN, kStages, kConsumers, kPingpong, kCluster) == 0,
                 "gemm_wgmma: wgmma_config_violation_code disagrees with the static_asserts");
   static_assert(kGroupM >= 1, "gemm_wgmma: kGroupM must be at least 1");
   static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <=
@@ -283,7 +345,6 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
                 "gemm_wgmma: setmaxnreg counts exceed the block's register allocation");
   (void)A;
   (void)B;
-  (void)workspace;
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   enum : int {
@@ -310,6 +371,10 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
   // `full` are only sound while the barrier is at most one phase behind the use it waits for, so
   // the consumers' k-loops take turns; an epilogue still overlaps the other consumer's k-loop.
   const unsigned turn_bar = empty_bar + 8 * kStages;
+  // split_flag[c]: whether the tile consumer c (with pingpong; else consumer 0 for both) just
+  // finished is the last slice of its split to arrive, passed from the thread that counted.
+  volatile int* const split_flag = reinterpret_cast<volatile int*>(
+      wgmma_smem + (turn_bar + 16 - smem_u32(wgmma_smem)));
 
   const int tid = static_cast<int>(threadIdx.x);
   if (tid == 0) {
@@ -317,19 +382,37 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
     for (int s = 0; s < kStages; ++s) {
       mbar_init(full_bar + 8 * s, 1);                  // the producer's arrive.expect_tx
       // One arrive per consumer warpgroup reading the stage: all of them, or with pingpong the
-      // one whose tile it holds.
-      mbar_init(empty_bar + 8 * s, kPingpong ? 1 : kConsumers);
+      // one whose tile it holds; in each block of the cluster.
+      mbar_init(empty_bar + 8 * s, (kPingpong ? 1 : kConsumers) * kCluster);
     }
     mbar_init(turn_bar, 1);
     mbar_init(turn_bar + 8, 1);
     fence_barrier_init();
   }
-  __syncthreads();
+  if (kCluster > 1) {
+    cluster_sync();
+  } else {
+    __syncthreads();
+  }
 
   const int tiles_m = (M + kBM - 1) / kBM;
   const int tiles_n = (N + kBN - 1) / kBN;
-  const int tiles = tiles_m * tiles_n;
-  const int k_tiles = (K + kBK - 1) / kBK;
+  // The walk is over units: a tile, or with clusters a pair of vertically adjacent tiles.
+  const int rank = kCluster > 1 ? static_cast<int>(cluster_ctarank()) : 0;
+  const int units_m = (tiles_m + kCluster - 1) / kCluster;
+  const int units = units_m * tiles_n;
+  const int first_unit = static_cast<int>(blockIdx.x) / kCluster;
+  const int unit_step = static_cast<int>(gridDim.x) / kCluster;
+  // This block's k-slice: the same contiguous range of k-tiles for every tile it walks, possibly
+  // empty (the tile's counter still hears from it).
+  const int split_k = static_cast<int>(gridDim.z);
+  int kt_begin = 0;
+  int k_tiles = (K + kBK - 1) / kBK;
+  if (split_k > 1) {
+    const int per_slice = (k_tiles + split_k - 1) / split_k;
+    kt_begin = static_cast<int>(blockIdx.z) * per_slice;
+    k_tiles = max(0, min(k_tiles, kt_begin + per_slice) - kt_begin);
+  }
 
   // Roles are the two branches of one if/else, as setmaxnreg needs; nothing after them
   // synchronises the whole block (the producer's idle threads simply finish).
@@ -341,10 +424,12 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
       int stage = 0;
       unsigned phase = 0;
 #pragma unroll 1
-      for (int tile = static_cast<int>(blockIdx.x); tile < tiles; tile += static_cast<int>(gridDim.x)) {
-        int tile_m, tile_n;
-        tile_coords<kGroupM>(tile, tiles_m, tiles_n, tile_m, tile_n);
-        const int m0 = tile_m * kBM;
+      for (int unit = first_unit; unit < units; unit += unit_step) {
+        int unit_m, tile_n;
+        tile_coords<kGroupM>(unit, units_m, tiles_n, unit_m, tile_n);
+        const int tile_m = unit_m * kCluster + rank;
+        // A block past M loads real rows (the first tile row's) rather than a box wholly outside.
+        const int m0 = tile_m < tiles_m ? tile_m * kBM : 0;
         const int n0 = tile_n * kBN;
 #pragma unroll 1
         for (int kt = 0; kt < k_tiles; ++kt) {
@@ -352,16 +437,40 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
           mbar_wait(empty_bar + 8 * stage, phase ^ 1u);
           const unsigned bar = full_bar + 8 * stage;
           mbar_arrive_expect_tx(bar, kStageBytes);
-          const int k0 = kt * kBK;
+          const int k0 = (kt_begin + kt) * kBK;
           tma_load_2d(a_smem + stage * kABytes, &map_a, k0, m0, bar);
-          if (kTransB) {
+          if (kCluster == 1 && kTransB) {
             tma_load_2d(b_smem + stage * kBBytes, &map_b, k0, n0, bar);
-          } else {
+          } else if (kCluster == 1) {
 #pragma unroll
             for (int j = 0; j < kBN / 64; ++j) {
               tma_load_2d(b_smem + stage * kBBytes + j * kBPanelBytes, &map_b, n0 + 64 * j, k0, bar);
             }
+          } else if (kTransB) {
+            tma_load_2d_multicast(b_smem + stage * kBBytes + rank * (kBBytes / 2), &map_b, k0,
+                                  n0 + rank * (kBN / 2), bar, 0x3);
+          } else {
+#pragma unroll
+            for (int j = 0; j < kBN / 64; ++j) {
+              if (j % 2 == rank) {
+                tma_load_2d_multicast(b_smem + stage * kBBytes + j * kBPanelBytes, &map_b, n0 + 64 * j, k0, bar,
+                                      0x3);
+              }
+            }
           }
+          if (++stage == kStages) {
+            stage = 0;
+            phase ^= 1u;
+          }
+        }
+      }
+      // The partner block arrives on this block's empty barriers and this block's copies land in
+      // the partner's stages: this block may exit only once every stage has been given back by
+      // the consumers of both, after which nothing of the cluster refers to it any more.
+      if (kCluster > 1) {
+#pragma unroll 1
+        for (int s = 0; s < kStages; ++s) {
+          mbar_wait(empty_bar + 8 * stage, phase ^ 1u);
           if (++stage == kStages) {
             stage = 0;
             phase ^= 1u;
@@ -398,11 +507,20 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
     // j-th tile (the block's tile 2j + consumer) is k-tile (2j + consumer) * k_tiles.
     const int first_local = kPingpong ? consumer : 0;
     const int local_step = kPingpong ? 2 : 1;
+    // A stage goes back to the producers of every block that wrote into it.
+    auto release = [&](int s) {
+      if (kCluster == 1) {
+        mbar_arrive(empty_bar + 8 * s);
+      } else {
+        mbar_arrive_cluster(empty_bar + 8 * s, 0);
+        mbar_arrive_cluster(empty_bar + 8 * s, 1);
+      }
+    };
 #pragma unroll 1
     for (int local = first_local;; local += local_step) {
-      const long long tile_ll = static_cast<long long>(blockIdx.x) + static_cast<long long>(local) * gridDim.x;
-      if (tile_ll >= tiles) break;
-      const int tile = static_cast<int>(tile_ll);
+      const long long unit_ll = static_cast<long long>(first_unit) + static_cast<long long>(local) * unit_step;
+      if (unit_ll >= units) break;
+      const int unit = static_cast<int>(unit_ll);
       if (kPingpong) {
         const long long it = static_cast<long long>(local) * k_tiles;
         stage = static_cast<int>(it % kStages);
@@ -415,8 +533,9 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
         const int own = local >> 1;
         mbar_wait(turn_bar + 8 * consumer, static_cast<unsigned>((consumer == 0 ? own - 1 : own) & 1));
       }
-      int tile_m, tile_n;
-      tile_coords<kGroupM>(tile, tiles_m, tiles_n, tile_m, tile_n);
+      int unit_m, tile_n;
+      tile_coords<kGroupM>(unit, units_m, tiles_n, unit_m, tile_n);
+      const int tile_m = unit_m * kCluster + rank;
       int prev_stage = 0;
 #pragma unroll 1
       for (int kt = 0; kt < k_tiles; ++kt) {
@@ -437,7 +556,7 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
         wgmma_commit();
         // k-tile kt - 1's group is done reading its stage: hand that stage back, keep kt's in flight.
         wgmma_wait<1>();
-        if (kt > 0 && t == 0) mbar_arrive(empty_bar + 8 * prev_stage);
+        if (kt > 0 && t == 0) release(prev_stage);
         prev_stage = stage;
         if (++stage == kStages) {
           stage = 0;
@@ -449,25 +568,87 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
       wgmma_wait<0>();
 #pragma unroll
       for (int mb = 0; mb < kMBlocks; ++mb) fence_accumulators(acc[mb]);
-      if (t == 0) mbar_arrive(empty_bar + 8 * prev_stage);
+      if (k_tiles > 0 && t == 0) release(prev_stage);
+      if (kCluster > 1 && tile_m >= tiles_m) continue;  // computed for the partner's loads only
 
       // Epilogue from registers (fragment layout at the top). N % 8 == 0 and even columns: a pair
-      // is wholly inside N or wholly outside, and 4-byte aligned.
+      // is wholly inside N or wholly outside, and 4-byte aligned (8-byte in the workspace).
       const int row0 = tile_m * kBM + row_offset + warp * 16 + (lane >> 2);
       const int col0 = tile_n * kBN + 2 * (lane & 3);
+      if (split_k == 1) {
+#pragma unroll
+        for (int mb = 0; mb < kMBlocks; ++mb) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int row = row0 + mb * 64 + h * 8;
+            if (row < M) {
+              T* const dst = C + static_cast<long long>(row) * N;
+#pragma unroll
+              for (int q = 0; q < kBN / 8; ++q) {
+                const int col = col0 + q * 8;
+                if (col < N) {
+                  *reinterpret_cast<typename PairOf<T>::Type*>(dst + col) =
+                      PairOf<T>::pack(acc[mb][4 * q + 2 * h], acc[mb][4 * q + 2 * h + 1]);
+                }
+              }
+            }
+          }
+        }
+        continue;
+      }
+
+      // Split-K: this slice's partials into the workspace (an empty slice adds nothing: its
+      // accumulators still hold the previous tile), then the tile's arrival counter. The threads
+      // that hold the tile (both consumers, or with pingpong this one) meet on a named barrier so
+      // the count goes up once all their adds are visible (the threadFenceReduction pattern).
+      if (k_tiles > 0) {
+#pragma unroll
+        for (int mb = 0; mb < kMBlocks; ++mb) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int row = row0 + mb * 64 + h * 8;
+            if (row < M) {
+              float* const dst = workspace + static_cast<long long>(row) * N;
+#pragma unroll
+              for (int q = 0; q < kBN / 8; ++q) {
+                const int col = col0 + q * 8;
+                if (col < N) red_add_pair(dst + col, acc[mb][4 * q + 2 * h], acc[mb][4 * q + 2 * h + 1]);
+              }
+            }
+          }
+        }
+      }
+      __threadfence();
+      const int tile_threads = kPingpong ? 128 : kConsumers * 128;
+      const int barrier_id = 1 + (kPingpong ? consumer : 0);
+      const int flag_slot = kPingpong ? consumer : 0;
+      named_barrier_sync(barrier_id, tile_threads);
+      unsigned* const counter =
+          reinterpret_cast<unsigned*>(workspace + static_cast<long long>(M) * N) + (tile_m * tiles_n + tile_n);
+      if (t == 0 && (kPingpong || consumer == 0)) {
+        const bool last = atomicAdd(counter, 1u) == static_cast<unsigned>(split_k - 1);
+        if (last) *counter = 0u;
+        split_flag[flag_slot] = last ? 1 : 0;
+      }
+      named_barrier_sync(barrier_id, tile_threads);
+      if (!split_flag[flag_slot]) continue;
+      __threadfence();
 #pragma unroll
       for (int mb = 0; mb < kMBlocks; ++mb) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int row = row0 + mb * 64 + h * 8;
           if (row < M) {
+            float* const sums = workspace + static_cast<long long>(row) * N;
             T* const dst = C + static_cast<long long>(row) * N;
 #pragma unroll
             for (int q = 0; q < kBN / 8; ++q) {
               const int col = col0 + q * 8;
               if (col < N) {
-                *reinterpret_cast<typename PairOf<T>::Type*>(dst + col) =
-                    PairOf<T>::pack(acc[mb][4 * q + 2 * h], acc[mb][4 * q + 2 * h + 1]);
+                // L2 reads (ld.global.cg): L1 is not coherent with the other slices' reductions.
+                const float2 sum = __ldcg(reinterpret_cast<const float2*>(sums + col));
+                __stcg(reinterpret_cast<float2*>(sums + col), make_float2(0.f, 0.f));
+                *reinterpret_cast<typename PairOf<T>::Type*>(dst + col) = PairOf<T>::pack(sum.x, sum.y);
               }
             }
           }
@@ -479,6 +660,7 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
   // wgmma, setmaxnreg and this TMA form need sm_90a; other targets get a kernel that traps, so the
   // header still compiles wherever gemm.cuh does.
   (void)C;
+  (void)workspace;
   (void)M;
   (void)N;
   (void)K;

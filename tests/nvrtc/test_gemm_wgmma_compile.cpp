@@ -60,7 +60,7 @@ TEST(GemmWgmmaRules, DescriptorAgreesWithTheHeader) {
           }
           asserts += fmt::format(
               "static_assert(gmjit::wgmma_detail::wgmma_smem_bytes({}, {}, {}) == {}, \"smem\");\n", bm, bn, stages,
-              1040 + stages * ((bm + bn) * 128 + 16));
+              1056 + stages * ((bm + bn) * 128 + 16));
         }
       }
     }

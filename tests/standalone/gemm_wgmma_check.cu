@@ -3,8 +3,11 @@
 // with the Driver API exactly as the kernel's comment describes. Build and run on an H100/H200:
 //   nvcc -std=c++17 -O2 -arch=sm_90a -Itemplates tests/standalone/gemm_wgmma_check.cu -o gemm_wgmma_check -lcuda -lcublas
 //   ./gemm_wgmma_check           every valid (bm, bn, consumers), stages 2/3/4, group_m 1/8, bf16
-//                                and fp16, both B layouts, tiny, odd and large shapes
-//   ./gemm_wgmma_check --time    bf16 throughput beside cublasGemmEx at 4096^3, 8192^3, 8192x8192x2048
+//                                and fp16, both B layouts, tiny, odd and large shapes; split-K and
+//                                pingpong on a selection
+//   ./gemm_wgmma_check --split   the split-K and cluster cases only
+//   ./gemm_wgmma_check --time    bf16 throughput beside cublasGemmEx at 4096^3, 8192^3, 8192x8192x2048,
+//                                and at decode / small-batch shapes with split-K 1, 2, 4
 // Prints one line per (configuration, shape) and exits 1 on any mismatch (or when the device is
 // not sm_90).
 //
@@ -135,29 +138,79 @@ TmaMap encode_map(const void* base, uint64_t inner, uint64_t outer, uint32_t box
 }
 
 // One compiled configuration: maps, shared memory attribute, launch.
-template <typename T, bool TB, int BM, int BN, int ST, int CO, int GM, bool PP = false>
+// CL = 2: clusters of two blocks sharing B's tile (multicast); the grid is then even and at most
+// twice the clusters the device can hold at once (cudaOccupancyMaxActiveClusters).
+template <typename T, bool TB, int BM, int BN, int ST, int CO, int GM, bool PP = false, int CL = 1>
 struct Config {
   static constexpr int kSmem = gmjit::wgmma_detail::wgmma_smem_bytes(BM, BN, ST);
-  static_assert(gmjit::wgmma_detail::wgmma_config_violation_code(BM, BN, ST, CO, PP) == 0, "invalid test configuration");
+  static_assert(gmjit::wgmma_detail::wgmma_config_violation_code(BM, BN, ST, CO, PP, CL) == 0,
+                "invalid test configuration");
   static std::string label() {
     char buf[96];
-    std::snprintf(buf, sizeof buf, "%s %s %dx%d s%d c%d g%d%s", TypeInfo<T>::name(), TB ? "B^T" : "B  ", BM, BN, ST,
-                  CO, GM, PP ? " pp" : "");
+    std::snprintf(buf, sizeof buf, "%s %s %dx%d s%d c%d g%d%s%s", TypeInfo<T>::name(), TB ? "B^T" : "B  ", BM, BN, ST,
+                  CO, GM, PP ? " pp" : "", CL > 1 ? " cl2" : "");
     return buf;
   }
-  static int tiles(int M, int N) { return ((M + BM - 1) / BM) * ((N + BN - 1) / BN); }
-  static void launch(const T* a, const T* b, T* c, int M, int N, int K, int grid, cudaStream_t stream = 0) {
+  // Units the grid walks: tiles, or with clusters pairs of tile rows.
+  static int tiles(int M, int N) { return ((M + BM - 1) / BM + CL - 1) / CL * ((N + BN - 1) / BN); }
+  // Blocks of the persistent grid for `sms` SMs' worth of blocks (a multiple of CL).
+  static int grid_for(int M, int N, int sms) {
+    int slots = sms / CL;
+    if (CL > 1) {
+      static int active = 0;
+      if (!active) {
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(CL * 66, 1, 1);
+        cfg.blockDim = dim3((CO + 1) * 128, 1, 1);
+        cfg.dynamicSmemBytes = kSmem;
+        cudaLaunchAttribute attr;
+        attr.id = cudaLaunchAttributeClusterDimension;
+        attr.val.clusterDim.x = CL;
+        attr.val.clusterDim.y = 1;
+        attr.val.clusterDim.z = 1;
+        cfg.attrs = &attr;
+        cfg.numAttrs = 1;
+        prepare();
+        CK(cudaOccupancyMaxActiveClusters(&active, gmjit::gemm_wgmma<T, TB, BM, BN, ST, CO, GM, PP, CL>, &cfg));
+        std::printf("  %s: %d clusters of %d fit at once\n", label().c_str(), active, CL);
+      }
+      slots = std::min(slots, active);
+    }
+    return CL * std::min(tiles(M, N), std::max(1, slots));
+  }
+  static void prepare() {
     static bool prepared = false;
-    auto kernel = gmjit::gemm_wgmma<T, TB, BM, BN, ST, CO, GM, PP>;
     if (!prepared) {
-      CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+      CK(cudaFuncSetAttribute(gmjit::gemm_wgmma<T, TB, BM, BN, ST, CO, GM, PP, CL>,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+      if (CL > 1) {
+        CK(cudaFuncSetAttribute(gmjit::gemm_wgmma<T, TB, BM, BN, ST, CO, GM, PP, CL>,
+                                cudaFuncAttributeNonPortableClusterSizeAllowed, 0));
+      }
       prepared = true;
     }
+  }
+  // split > 1: blocks (x, z) take k-slice z; workspace as the kernel's comment says (zero).
+  static void launch(const T* a, const T* b, T* c, int M, int N, int K, int grid, cudaStream_t stream = 0,
+                     int split = 1, float* workspace = nullptr) {
+    auto kernel = gmjit::gemm_wgmma<T, TB, BM, BN, ST, CO, GM, PP, CL>;
+    prepare();
     const TmaMap ma = encode_map<T>(a, uint64_t(K), uint64_t(M), 64, BM);
-    const TmaMap mb = TB ? encode_map<T>(b, uint64_t(K), uint64_t(N), 64, BN)  // N x K, K contiguous
-                         : encode_map<T>(b, uint64_t(N), uint64_t(K), 64, 64);  // K x N, 64 x 64 panels
-    kernel<<<grid, (CO + 1) * 128, kSmem, stream>>>(a, b, c, nullptr, M, N, K, ma, mb);
-    CK(cudaGetLastError());
+    const TmaMap mb = TB ? encode_map<T>(b, uint64_t(K), uint64_t(N), 64, BN / CL)  // N x K, K contiguous
+                         : encode_map<T>(b, uint64_t(N), uint64_t(K), 64, 64);       // K x N, 64 x 64 panels
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(grid, 1, split);
+    cfg.blockDim = dim3((CO + 1) * 128, 1, 1);
+    cfg.dynamicSmemBytes = kSmem;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = CL;
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = CL > 1 ? 1 : 0;
+    CK(cudaLaunchKernelEx(&cfg, kernel, a, b, c, workspace, M, N, K, ma, mb));
   }
 };
 
@@ -167,6 +220,8 @@ struct Problem {
   int M = 0, N = 0, K = 0;
   bool tb = false;
   T *da = nullptr, *db = nullptr, *dc = nullptr;
+  float* dw = nullptr;  // split-K workspace: M * N partials and a counter per 16 x 16 of C, zero
+  size_t workspace_floats = 0;
   std::vector<float> a;   // M x K
   std::vector<float> bt;  // N x K (B^T whatever the stored layout)
   std::vector<double> ref;  // M x N when checked in full
@@ -196,6 +251,9 @@ Problem<T>& problem(int M, int N, int K, bool tb, bool full) {
   CK(cudaMalloc(&p->da, na * sizeof(T)));
   CK(cudaMalloc(&p->db, nb * sizeof(T)));
   CK(cudaMalloc(&p->dc, (nc + Problem<T>::kGuard) * sizeof(T)));
+  p->workspace_floats = nc + size_t((M + 15) / 16) * ((N + 15) / 16);
+  CK(cudaMalloc(&p->dw, p->workspace_floats * sizeof(float)));
+  CK(cudaMemset(p->dw, 0, p->workspace_floats * sizeof(float)));
   const unsigned long long seed = (unsigned long long)M * 1000003ull + N * 1009ull + K + (tb ? 7ull << 40 : 0);
   fill(p->da, na, seed);
   fill(p->db, nb, seed ^ 0xABCDEFull);
@@ -228,11 +286,22 @@ struct Shape {
 // Launches `C` on `p` with the given grid and compares. Returns the largest error; counts
 // mismatches into *bad and describes the first few.
 template <typename T, typename C>
-double launch_and_compare(Problem<T>& p, int grid, bool full, int* bad) {
+double launch_and_compare(Problem<T>& p, int grid, bool full, int* bad, int split = 1) {
   const size_t nc = size_t(p.M) * p.N;
   CK(cudaMemset(p.dc, 0xFF, (nc + Problem<T>::kGuard) * sizeof(T)));  // NaN in bf16 and fp16
-  C::launch(p.da, p.db, p.dc, p.M, p.N, p.K, grid);
+  C::launch(p.da, p.db, p.dc, p.M, p.N, p.K, grid, 0, split, split > 1 ? p.dw : nullptr);
   CK(cudaDeviceSynchronize());
+  if (split > 1) {  // the last slice of every tile must leave partials and counters at zero
+    std::vector<float> w(p.workspace_floats);
+    CK(cudaMemcpy(w.data(), p.dw, w.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    size_t dirty = 0;
+    for (float x : w) dirty += x != 0.f;
+    if (dirty) {
+      if (*bad < 4) std::printf("  split %d: %zu workspace words left non-zero\n", split, dirty);
+      ++*bad;
+      CK(cudaMemset(p.dw, 0, p.workspace_floats * sizeof(float)));
+    }
+  }
   std::vector<T> c(nc + Problem<T>::kGuard);
   CK(cudaMemcpy(c.data(), p.dc, c.size() * sizeof(T), cudaMemcpyDeviceToHost));
   for (int i = 0; i < Problem<T>::kGuard; ++i) {
@@ -282,20 +351,21 @@ double launch_and_compare(Problem<T>& p, int grid, bool full, int* bad) {
   return max_err;
 }
 
-template <typename T, bool TB, int BM, int BN, int ST, int CO, int GM, bool PP = false>
-void check(const std::vector<Shape>& shapes, bool full) {
-  typedef Config<T, TB, BM, BN, ST, CO, GM, PP> C;
+// split > 1: the grid's x is min(tiles, SMs / split) as the library launches it, then 2.
+template <typename T, bool TB, int BM, int BN, int ST, int CO, int GM, bool PP = false, int CL = 1>
+void check(const std::vector<Shape>& shapes, bool full, int split = 1) {
+  typedef Config<T, TB, BM, BN, ST, CO, GM, PP, CL> C;
   for (const Shape& s : shapes) {
     ++g_cases;
     Problem<T>& p = problem<T>(s.m, s.n, s.k, TB, full);
     const int tiles = C::tiles(s.m, s.n);
-    const int grid_full = std::min(tiles, g_sms);
+    const int grid_full = C::grid_for(s.m, s.n, g_sms / split);
     int bad = 0;
-    double err = launch_and_compare<T, C>(p, grid_full, full, &bad);
+    double err = launch_and_compare<T, C>(p, grid_full, full, &bad, split);
     int grid_small = 0;
     if (full && tiles > 2) {  // several tiles a block: the ring's phases carry across tiles
-      grid_small = 2;
-      err = std::max(err, launch_and_compare<T, C>(p, grid_small, full, &bad));
+      grid_small = 2 * CL;
+      err = std::max(err, launch_and_compare<T, C>(p, grid_small, full, &bad, split));
     }
     if (bad) ++g_failures;
     char grids[32];
@@ -303,8 +373,10 @@ void check(const std::vector<Shape>& shapes, bool full) {
       std::snprintf(grids, sizeof grids, "grids %d,%d", grid_full, grid_small);
     else
       std::snprintf(grids, sizeof grids, "grid %d", grid_full);
-    std::printf("%s %-28s M=%-5d N=%-5d K=%-5d %-14s %s max_err=%.3g bad=%d\n", bad ? "FAIL" : "PASS",
-                C::label().c_str(), s.m, s.n, s.k, grids, full ? "full   " : "sampled", err, bad);
+    char split_text[16] = "";
+    if (split > 1) std::snprintf(split_text, sizeof split_text, " split %d", split);
+    std::printf("%s %-28s%-8s M=%-5d N=%-5d K=%-5d %-14s %s max_err=%.3g bad=%d\n", bad ? "FAIL" : "PASS",
+                C::label().c_str(), split_text, s.m, s.n, s.k, grids, full ? "full   " : "sampled", err, bad);
   }
 }
 
@@ -343,6 +415,7 @@ struct TimeCtx {
   int M, N, K;
   bool tb;
   bf *da, *db, *dc;
+  float* dw;  // split-K workspace (zero)
   double cublas_ms;
   std::vector<float> a, bt;  // for a sampled check of each configuration's output
 };
@@ -378,22 +451,25 @@ static int sampled_bad(const TimeCtx& t, double* max_err) {
   return bad;
 }
 
-template <int BM, int BN, int ST, int CO, int GM, bool TB, bool PP = false>
-void time_config(TimeCtx& t) {
-  typedef Config<bf, TB, BM, BN, ST, CO, GM, PP> C;
-  const int grid = std::min(C::tiles(t.M, t.N), g_sms);
+template <int BM, int BN, int ST, int CO, int GM, bool TB, bool PP = false, int CL = 1>
+void time_config(TimeCtx& t, int split = 1) {
+  typedef Config<bf, TB, BM, BN, ST, CO, GM, PP, CL> C;
+  const int grid = C::grid_for(t.M, t.N, g_sms / split);
   CK(cudaMemset(t.dc, 0xFF, size_t(t.M) * t.N * sizeof(bf)));
-  const double ms = median_ms([&] { C::launch(t.da, t.db, t.dc, t.M, t.N, t.K, grid); });
+  const double ms =
+      median_ms([&] { C::launch(t.da, t.db, t.dc, t.M, t.N, t.K, grid, 0, split, split > 1 ? t.dw : nullptr); });
   double err = 0;
   const int bad = sampled_bad(t, &err);
   if (bad) ++g_failures;
-  std::printf("time %-28s %5dx%5dx%5d %8.3f ms %6.1f TFLOP/s  %.2fx cuBLAS  check %s (max_err %.3g)\n",
-              C::label().c_str(), t.M, t.N, t.K, ms, tflops(t, ms), t.cublas_ms / ms, bad ? "FAIL" : "ok", err);
+  std::string label = C::label();
+  if (split > 1) label += " split " + std::to_string(split);
+  std::printf("time %-36s %5dx%5dx%5d %8.3f ms %6.1f TFLOP/s  %.2fx cuBLAS  check %s (max_err %.3g)\n",
+              label.c_str(), t.M, t.N, t.K, ms, tflops(t, ms), t.cublas_ms / ms, bad ? "FAIL" : "ok", err);
 }
 
+// Allocates and fills t's operands and times cuBLAS on them.
 template <bool TB>
-void time_shape(cublasHandle_t handle, int M, int N, int K) {
-  TimeCtx t;
+void prepare_timing(TimeCtx& t, cublasHandle_t handle, int M, int N, int K) {
   t.handle = handle;
   t.M = M;
   t.N = N;
@@ -402,6 +478,9 @@ void time_shape(cublasHandle_t handle, int M, int N, int K) {
   CK(cudaMalloc(&t.da, size_t(M) * K * sizeof(bf)));
   CK(cudaMalloc(&t.db, size_t(N) * K * sizeof(bf)));
   CK(cudaMalloc(&t.dc, size_t(M) * N * sizeof(bf)));
+  const size_t workspace_floats = size_t(M) * N + size_t((M + 15) / 16) * ((N + 15) / 16);
+  CK(cudaMalloc(&t.dw, workspace_floats * sizeof(float)));
+  CK(cudaMemset(t.dw, 0, workspace_floats * sizeof(float)));
   fill(t.da, size_t(M) * K, 11);
   fill(t.db, size_t(N) * K, 12);
   CK(cudaDeviceSynchronize());
@@ -425,6 +504,19 @@ void time_shape(cublasHandle_t handle, int M, int N, int K) {
   std::printf("time %-28s %5dx%5dx%5d %8.3f ms %6.1f TFLOP/s  (reference)     check %s (max_err %.3g)\n",
               TB ? "cuBLAS bf16 B^T" : "cuBLAS bf16 B", M, N, K, t.cublas_ms, tflops(t, t.cublas_ms),
               bad ? "FAIL" : "ok", err);
+}
+
+static void release_timing(TimeCtx& t) {
+  CK(cudaFree(t.da));
+  CK(cudaFree(t.db));
+  CK(cudaFree(t.dc));
+  CK(cudaFree(t.dw));
+}
+
+template <bool TB>
+void time_shape(cublasHandle_t handle, int M, int N, int K) {
+  TimeCtx t;
+  prepare_timing<TB>(t, handle, M, N, K);
   time_config<128, 256, 4, 2, 8, TB>(t);
   time_config<128, 256, 3, 2, 8, TB>(t);
   time_config<256, 128, 3, 2, 8, TB>(t);
@@ -434,9 +526,25 @@ void time_shape(cublasHandle_t handle, int M, int N, int K) {
   time_config<128, 128, 4, 2, 8, TB, true>(t);
   time_config<128, 128, 5, 2, 8, TB, true>(t);
   time_config<64, 256, 4, 2, 8, TB, true>(t);
-  CK(cudaFree(t.da));
-  CK(cudaFree(t.db));
-  CK(cudaFree(t.dc));
+  time_config<128, 256, 4, 2, 8, TB, false, 2>(t);
+  time_config<128, 256, 3, 2, 8, TB, false, 2>(t);
+  time_config<256, 128, 3, 2, 8, TB, false, 2>(t);
+  time_config<128, 128, 5, 2, 8, TB, true, 2>(t);
+  time_config<64, 256, 4, 2, 8, TB, true, 2>(t);
+  release_timing(t);
+}
+
+// Decode and small-batch shapes (x @ W^T): few tiles, where split-K fills the SMs.
+void time_skinny_shape(cublasHandle_t handle, int M, int N, int K) {
+  TimeCtx t;
+  prepare_timing<true>(t, handle, M, N, K);
+  for (int split : {1, 2, 4}) {
+    time_config<64, 64, 8, 1, 1, true>(t, split);
+    time_config<64, 128, 6, 1, 1, true>(t, split);
+    time_config<64, 256, 4, 1, 1, true>(t, split);
+    time_config<128, 128, 5, 2, 8, true>(t, split);
+  }
+  release_timing(t);
 }
 
 int main(int argc, char** argv) {
@@ -462,12 +570,15 @@ int main(int argc, char** argv) {
       time_shape<true>(handle, s.m, s.n, s.k);
       time_shape<false>(handle, s.m, s.n, s.k);
     }
+    const Shape skinny[] = {{16, 6144, 4096}, {64, 4096, 4096}, {128, 4096, 4096}, {128, 8192, 8192}, {512, 4096, 4096}};
+    for (const Shape& s : skinny) time_skinny_shape(handle, s.m, s.n, s.k);
     CB(cublasDestroy(handle));
     CK(cudaFree(g_flush));
     std::printf("%s\n", g_failures ? "some timed outputs were wrong" : "all timed outputs checked");
     return g_failures == 0 ? 0 : 1;
   }
 
+  const bool split_only = argc > 1 && std::string(argv[1]) == "--split";
   // Tiny and odd shapes cover m in {1, 7, 64, 129, 300}, n in {8, 64, 136, 264}, k in
   // {8, 64, 72, 520}: partial tiles in every dimension, k shorter than one k-tile, k-tile counts
   // that are not multiples of the stage count.
@@ -475,6 +586,35 @@ int main(int argc, char** argv) {
                                     {300, 8, 520},  {300, 264, 72}, {129, 136, 8},  {64, 264, 520},
                                     {300, 136, 520}, {1, 264, 520}, {7, 8, 64}};
   const std::vector<Shape> large = {{1024, 1024, 1024}, {2048, 4096, 1024}};
+
+  // Split-K: slices of 9, 2, 1 and 8 k-tiles (k = 520, 72, 8, 520 at split 3 leaves an empty slice
+  // for k = 72 and two for k = 8), cooperative and pingpong, both layouts and dtypes; the
+  // workspace must come back zero.
+  check<bf, true, 64, 64, 3, 1, 1>(small, true, 2);
+  check<bf, true, 128, 128, 4, 2, 8>(small, true, 3);
+  check<bf, false, 128, 256, 3, 2, 1>(small, true, 2);
+  check<hf, true, 64, 128, 4, 1, 8>(small, true, 4);
+  check<hf, false, 256, 64, 2, 2, 8>(small, true, 3);
+  check<bf, true, 128, 128, 4, 2, 8, true>(small, true, 3);
+  check<hf, false, 64, 256, 3, 2, 1, true>(small, true, 2);
+  check<bf, true, 64, 128, 6, 1, 1>(large, false, 4);
+  check<bf, true, 128, 128, 5, 2, 8, true>(large, false, 2);
+  // Clusters of two sharing B (multicast): odd tile-row counts (a block past M), both layouts and
+  // dtypes, cooperative and pingpong, split-K, grids of one cluster walking several pairs.
+  check<bf, true, 128, 128, 4, 2, 8, false, 2>(small, true);
+  check<bf, false, 128, 256, 3, 2, 1, false, 2>(small, true);
+  check<hf, true, 64, 256, 4, 1, 8, false, 2>(small, true);
+  check<hf, false, 256, 128, 2, 2, 8, false, 2>(small, true);
+  check<bf, true, 128, 128, 5, 2, 8, true, 2>(small, true);
+  check<hf, false, 64, 256, 3, 2, 1, true, 2>(small, true);
+  check<bf, true, 64, 128, 6, 1, 1, false, 2>(small, true, 3);
+  check<bf, true, 128, 256, 4, 2, 8, false, 2>(large, false);
+  check<bf, false, 128, 128, 5, 2, 8, true, 2>(large, false);
+  check<hf, true, 64, 128, 6, 1, 1, false, 2>(large, false, 2);
+  if (split_only) {
+    std::printf("%d of %d cases failed\n", g_failures, g_cases);
+    return g_failures == 0 ? 0 : 1;
+  }
 
   // bf16, B^T (the weight layout): every valid (bm, bn, consumers) at stages 2 and 4, group_m
   // alternating.

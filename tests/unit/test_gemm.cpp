@@ -63,7 +63,7 @@ TEST(Gemm, Domains) {
       {"path", {0, 1}},         {"bm", {64, 128, 256}},   {"bn", {64, 128, 256}}, {"bk", {32, 64}},
       {"warps_m", {1, 2, 4}},   {"warps_n", {1, 2, 4}},   {"stages", {2, 3, 4, 5}}, {"group_m", {1, 8}},
       {"split_k", {1, 2, 4, 8}}, {"sk_warps", {4, 8}},     {"sk_cols", {2, 4}},    {"sk_unroll", {2, 4, 8}},
-      {"wgmma", {0, 1}},        {"consumers", {1, 2}},    {"pingpong", {0, 1}}};
+      {"wgmma", {0, 1}},        {"consumers", {1, 2}},    {"pingpong", {0, 1}},   {"cluster", {1, 2}}};
   ASSERT_EQ(k.params.size(), expected.size());
   for (std::size_t i = 0; i < expected.size(); ++i) {
     EXPECT_EQ(k.params[i].name, expected[i].first);
@@ -226,13 +226,13 @@ TEST(Gemm, NoTwoValidConfigsAreTheSameLaunch) {
 }
 
 // all_configs lists each family's own parameters over their domains with the others' at the
-// default: 5184 mma (with split_k), 48 skinny and 288 wgmma (bm, bn, stages, group_m, consumers,
-// pingpong; no split) configurations, not the 995328 of the cross product, whose others violation
+// default: 5184 mma (with split_k), 48 skinny and 2304 wgmma (bm, bn, stages, group_m, consumers,
+// pingpong, cluster, split_k) configurations, not the 995328 of the cross product, whose others violation
 // rejects at every shape.
 TEST(Gemm, ConfigurationsAreEachPathsOwnCrossProduct) {
   const auto& k = gemm();
   const auto listed = all_configs(k);
-  EXPECT_EQ(listed.size(), 5184u + 48u + 288u);
+  EXPECT_EQ(listed.size(), 5184u + 48u + 288u * 4u * 2u);
   std::set<Config> unique(listed.begin(), listed.end());
   EXPECT_EQ(unique.size(), listed.size());
   for (const auto& c : listed) {
@@ -276,11 +276,17 @@ TEST(Gemm, ValidConfigCounts) {
   // The Hopper family: 11 cooperative (bm, bn, consumers) within 128 accumulators a consumer
   // thread, 4 stages each but 3 for 128x256 and 256x128 (shared memory): 42; 6 pingpong tiles
   // ((bm/64)*(bn/2) <= 128) with 4 stages each: 24; times group_m 1 and 8 on tile grids of two
-  // rows and columns or more; none where k or n is not a multiple of 8.
-  EXPECT_EQ(count_wgmma(gemm_shape(4096, 4096, 4096, 1)), 132u);
-  EXPECT_EQ(count_wgmma(gemm_shape(4096, 4096, 4096, 0)), 132u);
-  EXPECT_EQ(count_wgmma(gemm_shape(64, 64, 8, 0)), 66u);
-  EXPECT_EQ(count_wgmma(gemm_shape(128, 128, 128, 1)), 74u);  // 64x64 tiles make a 2x2 grid
+  // rows and columns or more; none where k or n is not a multiple of 8. Split-K only where the
+  // tiles leave SMs idle and every slice gets a 64-deep k-tile. Clusters of two where bn >= 128
+  // and there are two tile rows: at 4096^2, 7 cooperative and 5 pingpong tiles of 4 stages (3 for
+  // 128x256 and 256x128) = 34, times group_m 1 and 8.
+  EXPECT_EQ(count_wgmma(gemm_shape(4096, 4096, 4096, 1)), 132u + 68u);  // 256 tiles or more: no split
+  EXPECT_EQ(count_wgmma(gemm_shape(4096, 4096, 4096, 0)), 132u + 68u);
+  EXPECT_EQ(count_wgmma(gemm_shape(64, 64, 8, 0)), 66u);  // one k-tile: no split; one tile row: no cluster
+  // 64x64 tiles make a 2x2 grid; split 2; clusters: 64x128 (one consumer, 4 stages, group_m 1:
+  // the pair is one unit row) and pingpong 64x128, both split 1 and 2.
+  EXPECT_EQ(count_wgmma(gemm_shape(128, 128, 128, 1)), 2 * 74u + 32u);
+  EXPECT_EQ(count_wgmma(gemm_shape(16, 4096, 1024, 1)), 4 * 66u);  // 16 k-tiles: splits 1, 2, 4, 8
   EXPECT_EQ(count_wgmma(gemm_shape(17, 33, 29, 1)), 0u);
   EXPECT_EQ(count_wgmma(gemm_shape(1, 1, 1, 1)), 0u);
   // No split-K at 8192^2 (m*n above 2^25) nor at 4096^2 (every valid tile grid has 512 tiles or
@@ -312,7 +318,7 @@ TEST(Gemm, ValidConfigCounts) {
     }
   }
   std::printf("[ configs  ] gemm: %zu per dtype at the gpu tier's shapes\n", total);
-  EXPECT_EQ(total, 4262u + 2 * (74u + 66u + 66u));
+  EXPECT_EQ(total, 4262u + 2 * (2 * 74u + 32u + 4 * 66u + 66u));
 }
 
 TEST(Gemm, NameExpressions) {
@@ -374,17 +380,29 @@ TEST(Gemm, WgmmaGeometryAndName) {
   EXPECT_EQ(big.grid[0], 132u);  // 32 x 16 tiles walked by 132 blocks
   EXPECT_EQ(big.grid[2], 1u);
   EXPECT_EQ(big.block[0], 384u);
-  EXPECT_EQ(big.dynamic_shared_bytes, 1040u + 4u * ((128u + 256u) * 128u + 16u));
+  EXPECT_EQ(big.dynamic_shared_bytes, 1056u + 4u * ((128u + 256u) * 128u + 16u));
   EXPECT_EQ(big.blocks_per_cluster(), 1u);
   const auto small = k.geometry(wgmma(64, 64, 2, 1), gemm_shape(100, 200, 64, 0), dtype_info("fp16"));
   EXPECT_EQ(small.grid[0], 2u * 4u);
   EXPECT_EQ(small.block[0], 256u);
   testing::expect_names(k, {{wgmma(128, 256, 4, 2, 8), gemm_shape(4096, 4096, 4096, 1), "bf16",
-                             "gmjit::gemm_wgmma<__nv_bfloat16, true, 128, 256, 4, 2, 8, false>"},
+                             "gmjit::gemm_wgmma<__nv_bfloat16, true, 128, 256, 4, 2, 8, false, 1>"},
                             {wgmma(64, 128, 3, 1), gemm_shape(77, 4096, 512, 0), "fp16",
-                             "gmjit::gemm_wgmma<__half, false, 64, 128, 3, 1, 1, false>"},
-                            {with(wgmma(128, 128, 4, 2), {{"pingpong", 1}}), gemm_shape(4096, 4096, 4096, 1), "bf16",
-                             "gmjit::gemm_wgmma<__nv_bfloat16, true, 128, 128, 4, 2, 1, true>"}});
+                             "gmjit::gemm_wgmma<__half, false, 64, 128, 3, 1, 1, false, 1>"},
+                            {with(wgmma(128, 128, 4, 2), {{"pingpong", 1}, {"cluster", 2}}),
+                             gemm_shape(4096, 4096, 4096, 1), "bf16",
+                             "gmjit::gemm_wgmma<__nv_bfloat16, true, 128, 128, 4, 2, 1, true, 2>"}});
+  // Clusters: an even grid of whole clusters, each walking pairs of tile rows; with a split the
+  // SMs are shared among the slices.
+  const auto pair = k.geometry(with(wgmma(128, 256, 4, 2, 8), {{"cluster", 2}}), gemm_shape(4096, 4096, 4096, 1),
+                               dtype_info("bf16"));
+  EXPECT_EQ(pair.grid[0], 132u);
+  EXPECT_EQ(pair.blocks_per_cluster(), 2u);
+  EXPECT_EQ(pair.cluster[0], 2u);
+  const auto few = k.geometry(with(wgmma(64, 128, 4, 1), {{"cluster", 2}, {"split_k", 4}}),
+                              gemm_shape(300, 512, 4096, 1), dtype_info("bf16"));
+  EXPECT_EQ(few.grid[0], 2u * 3u * 4u);  // 5 tile rows in 3 pairs, 4 columns: 12 pairs within 132 / 4 / 2
+  EXPECT_EQ(few.grid[2], 4u);
   // Only this family derives arguments from the tensors' addresses (its two tensor maps).
   detail::KernelArgs none;
   const std::uint64_t addresses[3] = {0x10000, 0x20000, 0x30000};
@@ -400,9 +418,19 @@ TEST(Gemm, WgmmaRules) {
   const auto& k = gemm();
   const Shape s = gemm_shape(4096, 4096, 4096, 1);
   EXPECT_EQ(k.violation(wgmma(128, 256, 4, 2, 8), s), "");
+  EXPECT_EQ(k.violation(with(wgmma(128, 256, 4, 2, 8), {{"cluster", 2}}), s), "");
+  EXPECT_NE(k.violation(with(wgmma(128, 64, 4, 2), {{"cluster", 2}}), s).find("[9]"), std::string::npos)
+      << "half of a 64-wide B tile is not a panel";
+  EXPECT_NE(k.violation(with(wgmma(128, 128, 4, 2), {{"cluster", 2}}), gemm_shape(100, 4096, 4096, 1)), "")
+      << "one tile row has no partner";
+  EXPECT_NE(k.violation(with(k.default_config, {{"cluster", 2}}), s), "") << "cluster is wgmma=1's alone";
   EXPECT_NE(k.violation(with(wgmma(128, 128, 4, 2), {{"bk", 32}}), s), "");
   EXPECT_NE(k.violation(with(wgmma(128, 128, 4, 2), {{"warps_m", 4}}), s), "");
-  EXPECT_NE(k.violation(with(wgmma(128, 128, 4, 2), {{"split_k", 2}}), s), "");
+  EXPECT_NE(k.violation(with(wgmma(128, 128, 4, 2), {{"split_k", 2}}), s).find("SMs idle"), std::string::npos)
+      << "1024 tiles already fill the SMs";
+  EXPECT_EQ(k.violation(with(wgmma(64, 128, 6, 1), {{"split_k", 4}}), gemm_shape(64, 4096, 4096, 1)), "");
+  EXPECT_NE(k.violation(with(wgmma(64, 128, 6, 1), {{"split_k", 8}}), gemm_shape(64, 4096, 256, 1)), "")
+      << "4 k-tiles leave slices empty";
   EXPECT_NE(k.violation(with(k.default_config, {{"consumers", 2}}), s), "") << "consumers is wgmma=1's alone";
   EXPECT_NE(k.violation(with(k.default_config, {{"pingpong", 1}}), s), "") << "pingpong is wgmma=1's alone";
   EXPECT_EQ(k.violation(with(wgmma(128, 128, 4, 2), {{"pingpong", 1}}), s), "");
