@@ -546,8 +546,11 @@ KernelDescriptor gemm_descriptor() {
       const double units = tiles_m * tiles_n * split;
       const double waves = std::ceil(units / static_cast<double>(kSms));
       const double wave_fill = units / (waves * static_cast<double>(kSms));
-      // Its partials go out as 8-byte vector reductions: one atomic operation per two elements.
-      w.atomics /= 2;
+      // Its partials go out as 8-byte vector reductions, yet each slice cost 40-56 us per million
+      // elements of C on an H100 (tests/standalone/gemm_wgmma_check --time: 64-512 x 4096 x 4096,
+      // split 2 against unsplit), about three times what the mma family's scalar adds were
+      // priced at: every split measured so far lost to the unsplit tile.
+      w.atomics *= 3;
       // wgmma reads both operands from shared memory with no register staging: public Hopper
       // kernels reach 70-80% of the dense peak with 128x256 tiles over two consumer warpgroups;
       // a 64-row instruction per consumer with n=64 re-reads A from shared memory for every 64
@@ -555,8 +558,11 @@ KernelDescriptor gemm_descriptor() {
       // leave TMA's latency exposed.
       // Pingpong keeps two tiles in flight an SM (one consumer's k-loop, the other's epilogue).
       const double area = (c.at("pingpong") != 0 ? 2.0 : 1.0) * bm * bn / (128.0 * 256.0);
+      // Clusters of two ran at 0.41-0.48x the same tile without (4096^3, 8192^3 and 8192^2 x 2048
+      // on an H100, cooperative; pingpong 0.25-0.32x): bench/NOTES.md has what is known of why.
       w.compute_efficiency = 14.8 * 0.78 * std::sqrt(std::min(area, 1.0)) * wave_fill *
-                             (c.at("stages") >= 3 ? 1.0 : 0.8) * (c.at("consumers") == 2 ? 1.0 : 0.85);
+                             (c.at("stages") >= 3 ? 1.0 : 0.8) * (c.at("consumers") == 2 ? 1.0 : 0.85) *
+                             (c.at("cluster") > 1 ? 0.45 : 1.0);
       w.shared_bytes = wgmma_smem_bytes(c);
       w.registers = 168;
       // The producer issues asynchronous copies and the consumers asynchronous wgmmas: one block

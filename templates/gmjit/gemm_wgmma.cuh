@@ -175,12 +175,14 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(unsigned bar, unsigned byt
 __device__ __forceinline__ void mbar_arrive(unsigned bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
-// Arrives on the mbarrier at CTA-relative address `bar` in block `rank` of this block's cluster,
-// releasing this thread's earlier accesses at cluster scope.
+// Arrives on the mbarrier at CTA-relative address `bar` in block `rank` of this block's cluster.
+// The default (.release.cta) semantics, as CUTLASS's ClusterBarrier::arrive: what the arrival
+// publishes is that this warpgroup's wgmmas finished reading a stage (wait_group already ordered
+// them), not memory the other block reads; a .release.cluster arrive would fence every k-tile.
 __device__ __forceinline__ void mbar_arrive_cluster(unsigned bar, unsigned rank) {
   asm volatile(
       "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
+      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
       "r"(rank)
       : "memory");
 }
