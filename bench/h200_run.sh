@@ -3,8 +3,8 @@
 # $2 picks the part, since one call may run 10 minutes at most:
 #   tests  the gpu tier with GMJIT_REQUIRE_GPU=1, the default sweep, the runtime benchmark
 #   tier   the gpu tier alone (GMJIT_REQUIRE_GPU=1, bounded by TIER_TIMEOUT); GTEST_FILTER splits it
-#          over calls, e.g. 'SM90/Gemm.*:SM90_GemmTune.*' (about 6 minutes) and then the negation
-#          '-SM90/Gemm.*:SM90_GemmTune.*'
+#          over calls, e.g. 'SM90/Gemm.*:SM90/GemmWgmma.*:SM90_GemmTune.*' (about 6 minutes) and then
+#          the negation '-SM90/Gemm.*:SM90/GemmWgmma.*:SM90_GemmTune.*'
 #   tuner  the tuner's benchmarks against Triton's autotuner (issue 4)
 #   memory the memory-bound kernels against a device-to-device copy and torch (issue 5); it expects
 #          the shapes file at $1/memory_bound.json, or at $MEMORY_SHAPES (a subset in the same format)
