@@ -6,7 +6,8 @@
 //               binary cache)
 //   efficiency  model-guided search with 30% of the evaluations against exhaustive, over shapes
 //   stability   the same tuning repeated: how often it picks the same winner (or one as fast)
-//   search      one long exhaustive search per shape of a shapes file, measured once; then every
+//   search      one long search per shape of a shapes file (exhaustive, or with --long-strategy
+//               random an even sample under --max-evaluations), measured once; then every
 //               strategy (model, random, climb, evolve; the seeded ones over several seeds)
 //               replayed against its trials (tuner/replay.hpp): evaluations to within 2% of the
 //               long search's best, and their best-so-far curves
