@@ -79,7 +79,7 @@ double estimate_ms(const templates::KernelDescriptor& kernel, const Config& conf
 }
 
 Choice choose(const std::vector<TrialReport>& trials, const std::optional<Config>& incumbent,
-              double min_noise_percent) {
+              double min_noise_percent, double max_noise_percent) {
   Choice choice;
   std::optional<std::size_t> fastest;
   for (std::size_t i = 0; i < trials.size(); ++i) {
@@ -89,7 +89,8 @@ Choice choose(const std::vector<TrialReport>& trials, const std::optional<Config
   if (!fastest) return choice;
   const auto& best = trials[*fastest];
   auto within_noise = [&](const TrialReport& t) {
-    const double noise = std::max({min_noise_percent, best.ci_percent, t.ci_percent}) / 100.0;
+    const double noise =
+        std::min(max_noise_percent, std::max({min_noise_percent, best.ci_percent, t.ci_percent})) / 100.0;
     return t.median_ms <= best.median_ms * (1.0 + noise);
   };
   std::optional<std::size_t> pick;

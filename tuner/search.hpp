@@ -24,10 +24,14 @@ struct Choice {
 };
 
 // The fastest ok trial wins, except that a trial whose median is within the measurement noise
-// of the fastest (the larger of the two CI half-widths, at least `min_noise_percent`) is
-// preferred when it is the incumbent, and otherwise the earliest such trial in `trials` order
-// (domain order: the simpler configuration). Deterministic for the same measurements.
+// of the fastest (the larger of the two CI half-widths, at least `min_noise_percent` and at most
+// `max_noise_percent`) is preferred when it is the incumbent, and otherwise the earliest such
+// trial in `trials` order (domain order: the simpler configuration). The ceiling keeps a trial
+// that could not be timed precisely from winning over a clearly faster one on its own
+// uncertainty: a pingpong tile re-timed at 1.71 ms with an 18% spread won bf16 8192^3 over
+// cooperative tiles timed at 1.46-1.52 ms (bench/NOTES.md, thirteenth session). Deterministic
+// for the same measurements.
 Choice choose(const std::vector<TrialReport>& trials, const std::optional<Config>& incumbent,
-              double min_noise_percent = 0.5);
+              double min_noise_percent = 0.5, double max_noise_percent = 3.0);
 
 }  // namespace gmjit::tuner
