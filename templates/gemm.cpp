@@ -61,8 +61,8 @@ constexpr const char* kConstraints =
     "multiple of 8 (spills); "
     "split_k > 1 with trans_b=1 needs sk_warps*sk_cols >= 16; the mma params at their defaults. "
     "path=0 with wgmma=1 (gemm_wgmma, wgmma_detail::wgmma_config_violation_code; an sm_90a device): bk=64, warps_m and "
-    "warps_n at their defaults, split_k > 1 only with fewer than 132 tiles, k and n multiples of 8 (TMA's 16-byte strides; other shapes are left to "
-    "wgmma=0), bm a multiple of 64*consumers, (bm/consumers/64)*(bn/2) <= 128 accumulators a consumer thread, "
+    "warps_n at their defaults, split_k > 1 only with fewer than 132 tiles, k and n multiples of 8 (TMA's 16-byte "
+    "strides; other shapes are left to wgmma=0), bm a multiple of 64*consumers, (bm/consumers/64)*(bn/2) <= 128 accumulators a consumer thread, "
     "1056+stages*((bm+bn)*128+16) <= 232448 shared bytes; pingpong=1 (whole tiles in turn, (bm/64)*(bn/2) <= 128) "
     "only with consumers=2; cluster=2 (two blocks on adjacent tile rows, B multicast) needs bn >= 128 and two tile "
     "rows or more; consumers, pingpong and cluster at their defaults with wgmma=0. "
@@ -171,7 +171,9 @@ std::string wgmma_violation(const Config& c) {
   if (pingpong && consumers < 2) return "pingpong=1 takes tiles in turn between two consumers, not one [8]";
   const std::int64_t cluster = c.at("cluster");
   if (cluster != 1 && cluster != 2) return fmt::format("cluster={} is not 1 or 2 [9]", cluster);
-  if (cluster == 2 && bn < 128) return fmt::format("cluster=2 splits B's tile in halves of 64 rows or panels: bn={} [9]", bn);
+  if (cluster == 2 && bn < 128) {
+    return fmt::format("cluster=2 splits B's tile in halves of 64 rows or panels: bn={} [9]", bn);
+  }
   return {};
 }
 
@@ -468,8 +470,9 @@ KernelDescriptor gemm_descriptor() {
     args.add(static_cast<int>(s.at("m"))).add(static_cast<int>(s.at("n"))).add(static_cast<int>(s.at("k")));
   };
   // The Hopper family's operands arrive through TMA: a map of A (box bm x 64) and of B (box
-  // (bn / cluster) x 64 with trans_b=1: each block of a cluster loads its half; 64 x 64 panels of the k x n matrix with trans_b=0), 128-byte swizzled, encoded
-  // once per address and shape (detail::tile_map's cache).
+  // (bn / cluster) x 64 with trans_b=1: each block of a cluster loads its half; 64 x 64 panels of
+  // the k x n matrix with trans_b=0), 128-byte swizzled, encoded once per address and shape
+  // (detail::tile_map's cache).
   d.add_address_args = [](detail::KernelArgs& args, const Config& c, const Shape& s, const DtypeInfo& t,
                           const std::uint64_t* addresses) {
     if (!is_wgmma(c)) return;

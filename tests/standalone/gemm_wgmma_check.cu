@@ -570,7 +570,8 @@ int main(int argc, char** argv) {
       time_shape<true>(handle, s.m, s.n, s.k);
       time_shape<false>(handle, s.m, s.n, s.k);
     }
-    const Shape skinny[] = {{16, 6144, 4096}, {64, 4096, 4096}, {128, 4096, 4096}, {128, 8192, 8192}, {512, 4096, 4096}};
+    const Shape skinny[] = {
+        {16, 6144, 4096}, {64, 4096, 4096}, {128, 4096, 4096}, {128, 8192, 8192}, {512, 4096, 4096}};
     for (const Shape& s : skinny) time_skinny_shape(handle, s.m, s.n, s.k);
     CB(cublasDestroy(handle));
     CK(cudaFree(g_flush));
