@@ -1,5 +1,5 @@
 # One call on the lent GPU machine from a carried build (.device/pack.txz: libgmjit, gmtune,
-# gmjit-worker, gmjit_gpu_tests, bench_expr, bench_gemm; bench/pack_device.sh), logs under $OUT. $1 picks the part:
+# gmjit-worker, gmjit_gpu_tests, bench_expr, bench_gemm, bench_tuner; bench/pack_device.sh), logs under $OUT. $1 picks the part:
 # Several parts may be named in one call (e.g. `tier bench`), run in that order.
 #   tier   the gpu tier alone (GMJIT_REQUIRE_GPU=1), narrowed by TIER_FILTER
 #   python the Python suite on torch alone
@@ -13,7 +13,7 @@
 #   gemmbench  bench_gemm over $GEMM_SHAPES (default the pack's gemm.json) against cuBLAS, GEMM_ARGS
 #          adds flags; the SASS of the bf16 4096^3 winner (bench/h200_run.sh gemm)
 #   search bench_tuner search: a long random search per shape of $SEARCH_SHAPES (default the pack's
-#          gemm.json, first $SEARCH_MAX shapes), every strategy replayed on it; SEARCH_ARGS adds flags
+#          gemm.json), every strategy replayed on it; SEARCH_ARGS adds flags (--max-shapes N, ...)
 #   triton bench/triton_autotune.py on bf16 x @ W^T at $TRITON_SHAPES with $TRITON_CONFIGS configs
 set -u
 # xz, whose 64 MiB window finds the LLVM code every binary carries once more in the next: a quarter

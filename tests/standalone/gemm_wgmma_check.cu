@@ -159,17 +159,8 @@ struct Config {
     if (CL > 1) {
       static int active = 0;
       if (!active) {
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3(CL * 66, 1, 1);
-        cfg.blockDim = dim3((CO + 1) * 128, 1, 1);
-        cfg.dynamicSmemBytes = kSmem;
         cudaLaunchAttribute attr;
-        attr.id = cudaLaunchAttributeClusterDimension;
-        attr.val.clusterDim.x = CL;
-        attr.val.clusterDim.y = 1;
-        attr.val.clusterDim.z = 1;
-        cfg.attrs = &attr;
-        cfg.numAttrs = 1;
+        const cudaLaunchConfig_t cfg = launch_config(CL * 66, 1, 0, &attr);
         prepare();
         CK(cudaOccupancyMaxActiveClusters(&active, gmjit::gemm_wgmma<T, TB, BM, BN, ST, CO, GM, PP, CL>, &cfg));
         std::printf("  %s: %d clusters of %d fit at once\n", label().c_str(), active, CL);
@@ -177,6 +168,22 @@ struct Config {
       slots = std::min(slots, active);
     }
     return CL * std::min(tiles(M, N), std::max(1, slots));
+  }
+  // The launch of `grid` x `split` blocks; with clusters, *attr (which must outlive the
+  // configuration) carries the cluster dimensions.
+  static cudaLaunchConfig_t launch_config(int grid, int split, cudaStream_t stream, cudaLaunchAttribute* attr) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(grid, 1, split);
+    cfg.blockDim = dim3((CO + 1) * 128, 1, 1);
+    cfg.dynamicSmemBytes = kSmem;
+    cfg.stream = stream;
+    attr->id = cudaLaunchAttributeClusterDimension;
+    attr->val.clusterDim.x = CL;
+    attr->val.clusterDim.y = 1;
+    attr->val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = CL > 1 ? 1 : 0;
+    return cfg;
   }
   static void prepare() {
     static bool prepared = false;
@@ -198,18 +205,8 @@ struct Config {
     const TmaMap ma = encode_map<T>(a, uint64_t(K), uint64_t(M), 64, BM);
     const TmaMap mb = TB ? encode_map<T>(b, uint64_t(K), uint64_t(N), 64, BN / CL)  // N x K, K contiguous
                          : encode_map<T>(b, uint64_t(N), uint64_t(K), 64, 64);       // K x N, 64 x 64 panels
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(grid, 1, split);
-    cfg.blockDim = dim3((CO + 1) * 128, 1, 1);
-    cfg.dynamicSmemBytes = kSmem;
-    cfg.stream = stream;
     cudaLaunchAttribute attr;
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = CL;
-    attr.val.clusterDim.y = 1;
-    attr.val.clusterDim.z = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = CL > 1 ? 1 : 0;
+    const cudaLaunchConfig_t cfg = launch_config(grid, split, stream, &attr);
     CK(cudaLaunchKernelEx(&cfg, kernel, a, b, c, workspace, M, N, K, ma, mb));
   }
 };
