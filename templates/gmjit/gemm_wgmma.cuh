@@ -15,7 +15,8 @@
 // flight: it issues k-tile i, waits for group i - 1 (wait_group 1) and only then gives i - 1's
 // stage back on its `empty` mbarrier (one arrive per consumer warpgroup). The producer runs up to
 // kStages k-tiles ahead, across tile boundaries, so the next tile's loads overlap this tile's
-// epilogue, which stores straight from the accumulator registers (4-byte pairs, bounds-checked).
+// epilogue, which stores straight from the accumulator registers: each quad of lanes transposes
+// its column pairs (four shuffles per four chunks) so that every store is 16 bytes of one row.
 //
 // Tiles are walked persistently (gridDim.x = min(tiles, SMs) on the host; tile = blockIdx.x,
 // += gridDim.x; with clusters, pairs of tiles by cluster) through the same grouped raster of kGroupM tile-rows as gemm_mma (gemm.cuh), so
@@ -56,12 +57,15 @@
 // block (x, z) walks the tiles for k-slice z, red.adds (8-byte vector reductions) its partials
 // into an fp32 workspace, and the slice that arrives last on a tile's counter writes C.
 //
-// Measured (bench/NOTES.md): the cooperative kernel passed tests/standalone/gemm_wgmma_check.cu
-// (617 cases) and the gpu tier on an H100, and reached 0.80-0.95x cuBLAS at 4096^3-8192^3 bf16.
-// SASS (nvdisasm 13.0, sm_90a): per k-tile one WARPGROUP.ARRIVE, the HGMMAs back to back (.tnspB
-// without kTransB) and WARPGROUP.DEPBAR.LE gsb0, 0x1; no local memory; 168 registers at entry with
-// two consumers, 232 with one, the 128-accumulator tiles using 154-164. Through NVRTC 13.0 the
-// header also compiles for sm_80 and sm_90 as the trapping fallback.
+// Measured (bench/NOTES.md, H100): the checks of tests/standalone/gemm_wgmma_check.cu and the gpu
+// tier pass for every family member (cooperative, pingpong, split-K, clusters). ncu at 4096^3
+// (cooperative 128x256, pairs stored as 4-byte STG): tensor pipe busy 83% of active cycles, and
+// 17% of the consumers' stall samples in the epilogue, long-scoreboard waits of the store queue
+// (64 STG a thread a tile, each 8 rows x 16 bytes); 14% at 8192^3 waiting on `full` (L2 at 76%).
+// SASS (nvdisasm, sm_90a): per k-tile one WARPGROUP.ARRIVE, the HGMMAs back to back (.tnspB
+// without kTransB) and WARPGROUP.DEPBAR.LE gsb0, 0x1; no local memory; 168 registers a thread
+// with two consumers, 232 with one. Through NVRTC 13.0 the header also compiles for sm_80 and
+// sm_90 as the trapping fallback.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -137,14 +141,54 @@ template <typename T>
 struct PairOf;
 template <>
 struct PairOf<__nv_bfloat16> {
-  typedef __nv_bfloat162 Type;
-  __device__ __forceinline__ static Type pack(float x, float y) { return __floats2bfloat162_rn(x, y); }
+  __device__ __forceinline__ static unsigned pack(float x, float y) {
+    const __nv_bfloat162 pair = __floats2bfloat162_rn(x, y);
+    return *reinterpret_cast<const unsigned*>(&pair);
+  }
 };
 template <>
 struct PairOf<__half> {
-  typedef __half2 Type;
-  __device__ __forceinline__ static Type pack(float x, float y) { return __floats2half2_rn(x, y); }
+  __device__ __forceinline__ static unsigned pack(float x, float y) {
+    const __half2 pair = __floats2half2_rn(x, y);
+    return *reinterpret_cast<const unsigned*>(&pair);
+  }
 };
+
+// Accumulator index of the column pair (2 quad_lane + {0, 1}) of n8 chunk 4 g + j in fragment
+// half h (rows l/4 + 8 h): the pair that quad_transpose's word j of chunk group g comes from.
+__host__ __device__ constexpr int pair_index(int g, int j, int h) { return 16 * g + 4 * j + 2 * h; }
+
+// A 4 x 4 transpose of 32-bit words across the four lanes of a quad (lanes 4r .. 4r + 3, which
+// hold the same accumulator rows): lane i enters with word j from n8 chunk j of a group of four
+// (its column pair 2i, 2i + 1 of that chunk) and leaves with the four words of chunk i, i.e. eight
+// consecutive columns for one 16-byte access instead of four 4-byte ones. Two butterfly steps,
+// each swapping with lane i ^ b the two words whose index differs from i in bit b. Word is
+// unsigned (packed pairs of C) or float (partial sums): reinterpreting the accumulators as integers
+// would make the compiler keep them in integer registers across the k-loop, and the moves between
+// wgmmas serialise them (ptxas C7520).
+template <typename Word>
+__device__ __forceinline__ void quad_transpose(Word (&w)[4], int quad_lane) {
+  const bool bit1 = (quad_lane & 2) != 0;
+  const Word a0 = __shfl_xor_sync(0xffffffffu, bit1 ? w[0] : w[2], 2);
+  const Word a1 = __shfl_xor_sync(0xffffffffu, bit1 ? w[1] : w[3], 2);
+  if (bit1) {
+    w[0] = a0;
+    w[1] = a1;
+  } else {
+    w[2] = a0;
+    w[3] = a1;
+  }
+  const bool bit0 = (quad_lane & 1) != 0;
+  const Word b0 = __shfl_xor_sync(0xffffffffu, bit0 ? w[0] : w[1], 1);
+  const Word b1 = __shfl_xor_sync(0xffffffffu, bit0 ? w[2] : w[3], 1);
+  if (bit0) {
+    w[0] = b0;
+    w[2] = b1;
+  } else {
+    w[1] = b0;
+    w[3] = b1;
+  }
+}
 
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
@@ -258,10 +302,11 @@ __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
-// Adds an (even, odd) column pair to fp32 partial sums in global memory in one vector reduction
-// (sm_90), half the L2 atomic operations of two scalar ones; p is 8-byte aligned.
-__device__ __forceinline__ void red_add_pair(float* p, float x, float y) {
-  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(p), "f"(x), "f"(y) : "memory");
+// Adds four consecutive fp32 partial sums in global memory in one vector reduction (sm_90), a
+// quarter of the L2 atomic operations of scalar ones; p is 16-byte aligned.
+__device__ __forceinline__ void red_add_quad(float* p, float x, float y, float z, float w) {
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "f"(x), "f"(y), "f"(z), "f"(w)
+               : "memory");
 }
 
 template <int kRegs>
@@ -573,26 +618,35 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
       if (k_tiles > 0 && t == 0) release(prev_stage);
       if (kCluster > 1 && tile_m >= tiles_m) continue;  // computed for the partner's loads only
 
-      // Epilogue from registers (fragment layout at the top). N % 8 == 0 and even columns: a pair
-      // is wholly inside N or wholly outside, and 4-byte aligned (8-byte in the workspace).
+      // Epilogue from registers (fragment layout at the top). The quads transpose each group of four
+      // n8 chunks so that a lane holds eight consecutive columns of its rows: 16-byte stores of C
+      // (and 16-byte reductions into the workspace), whole 32-byte sectors, a quarter of the store
+      // instructions of the pairs the fragment holds (whose queue stalled the consumers for 17% of
+      // their time at 4096^3). Every lane takes part in the shuffles; only the accesses are
+      // bounds-checked. N % 8 == 0 and C, like the workspace, is 16-byte aligned (the library's
+      // allocations are), so eight columns are wholly inside N or wholly outside. Thread rows:
+      // row0 + 64 mb + 8 h for m64 block mb and fragment half h; columns col0 + 32 g for group g.
+      const int quad_lane = lane & 3;
       const int row0 = tile_m * kBM + row_offset + warp * 16 + (lane >> 2);
-      const int col0 = tile_n * kBN + 2 * (lane & 3);
+      const int col0 = tile_n * kBN + 8 * quad_lane;
       if (split_k == 1) {
 #pragma unroll
         for (int mb = 0; mb < kMBlocks; ++mb) {
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const int row = row0 + mb * 64 + h * 8;
-            if (row < M) {
-              T* const dst = C + static_cast<long long>(row) * N;
+            T* const dst = C + static_cast<long long>(row) * N;
 #pragma unroll
-              for (int q = 0; q < kBN / 8; ++q) {
-                const int col = col0 + q * 8;
-                if (col < N) {
-                  *reinterpret_cast<typename PairOf<T>::Type*>(dst + col) =
-                      PairOf<T>::pack(acc[mb][4 * q + 2 * h], acc[mb][4 * q + 2 * h + 1]);
-                }
+            for (int g = 0; g < kBN / 32; ++g) {
+              unsigned w[4];
+#pragma unroll
+              for (int j = 0; j < 4; ++j) {
+                const int i = pair_index(g, j, h);
+                w[j] = PairOf<T>::pack(acc[mb][i], acc[mb][i + 1]);
               }
+              quad_transpose(w, quad_lane);
+              const int col = col0 + 32 * g;
+              if (row < M && col < N) *reinterpret_cast<uint4*>(dst + col) = make_uint4(w[0], w[1], w[2], w[3]);
             }
           }
         }
@@ -609,12 +663,22 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const int row = row0 + mb * 64 + h * 8;
-            if (row < M) {
-              float* const dst = workspace + static_cast<long long>(row) * N;
+            float* const dst = workspace + static_cast<long long>(row) * N;
 #pragma unroll
-              for (int q = 0; q < kBN / 8; ++q) {
-                const int col = col0 + q * 8;
-                if (col < N) red_add_pair(dst + col, acc[mb][4 * q + 2 * h], acc[mb][4 * q + 2 * h + 1]);
+            for (int g = 0; g < kBN / 32; ++g) {
+              float x[4], y[4];  // even and odd columns, transposed apart
+#pragma unroll
+              for (int j = 0; j < 4; ++j) {
+                const int i = pair_index(g, j, h);
+                x[j] = acc[mb][i];
+                y[j] = acc[mb][i + 1];
+              }
+              quad_transpose(x, quad_lane);
+              quad_transpose(y, quad_lane);
+              const int col = col0 + 32 * g;
+              if (row < M && col < N) {
+                red_add_quad(dst + col, x[0], y[0], x[1], y[1]);
+                red_add_quad(dst + col + 4, x[2], y[2], x[3], y[3]);
               }
             }
           }
@@ -635,23 +699,29 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
       named_barrier_sync(barrier_id, tile_threads);
       if (!split_flag[flag_slot]) continue;
       __threadfence();
+      // The last slice converts the sums: the same rows and column octets, no shuffles (the sums
+      // come from the workspace). A group's two loads issue before its stores, one L2 round trip
+      // for eight columns where the pairs took four.
 #pragma unroll
       for (int mb = 0; mb < kMBlocks; ++mb) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int row = row0 + mb * 64 + h * 8;
-          if (row < M) {
-            float* const sums = workspace + static_cast<long long>(row) * N;
-            T* const dst = C + static_cast<long long>(row) * N;
+          float* const sums = workspace + static_cast<long long>(row) * N;
+          T* const dst = C + static_cast<long long>(row) * N;
 #pragma unroll
-            for (int q = 0; q < kBN / 8; ++q) {
-              const int col = col0 + q * 8;
-              if (col < N) {
-                // L2 reads (ld.global.cg): L1 is not coherent with the other slices' reductions.
-                const float2 sum = __ldcg(reinterpret_cast<const float2*>(sums + col));
-                __stcg(reinterpret_cast<float2*>(sums + col), make_float2(0.f, 0.f));
-                *reinterpret_cast<typename PairOf<T>::Type*>(dst + col) = PairOf<T>::pack(sum.x, sum.y);
-              }
+          for (int g = 0; g < kBN / 32; ++g) {
+            const int col = col0 + 32 * g;
+            if (row < M && col < N) {
+              // L2 reads (ld.global.cg): L1 is not coherent with the other slices' reductions.
+              const float4 lo = __ldcg(reinterpret_cast<const float4*>(sums + col));
+              const float4 hi = __ldcg(reinterpret_cast<const float4*>(sums + col + 4));
+              const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
+              __stcg(reinterpret_cast<float4*>(sums + col), zero);
+              __stcg(reinterpret_cast<float4*>(sums + col + 4), zero);
+              *reinterpret_cast<uint4*>(dst + col) =
+                  make_uint4(PairOf<T>::pack(lo.x, lo.y), PairOf<T>::pack(lo.z, lo.w), PairOf<T>::pack(hi.x, hi.y),
+                             PairOf<T>::pack(hi.z, hi.w));
             }
           }
         }

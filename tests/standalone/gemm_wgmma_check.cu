@@ -8,6 +8,7 @@
 //   ./gemm_wgmma_check --split   the split-K and cluster cases only
 //   ./gemm_wgmma_check --time    bf16 throughput beside cublasGemmEx at 4096^3, 8192^3, 8192x8192x2048,
 //                                and at decode / small-batch shapes with split-K 1, 2, 4
+//   ./gemm_wgmma_check --profile one launch of cuBLAS and of four tiles at 4096^3 and 8192^3, for ncu
 // Prints one line per (configuration, shape) and exits 1 on any mismatch (or when the device is
 // not sm_90).
 //
@@ -382,11 +383,19 @@ void check(const std::vector<Shape>& shapes, bool full, int split = 1) {
 
 static void* g_flush = nullptr;
 static const size_t kFlushBytes = size_t(256) << 20;
+// --profile: every timed launch runs once, without warm-up or flush, for a profiler that replays
+// each kernel with its own cache control.
+static bool g_profile = false;
 
 // Median milliseconds of `reps` runs of launch(), L2 flushed (a 256 MB memset) before each run
 // and only the launch between the events.
 template <typename F>
 double median_ms(F launch, int reps = 20) {
+  if (g_profile) {
+    launch();
+    CK(cudaDeviceSynchronize());
+    return 0.0;
+  }
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
@@ -545,7 +554,8 @@ void time_skinny_shape(cublasHandle_t handle, int M, int N, int K) {
 }
 
 int main(int argc, char** argv) {
-  const bool time_mode = argc > 1 && std::string(argv[1]) == "--time";
+  g_profile = argc > 1 && std::string(argv[1]) == "--profile";
+  const bool time_mode = g_profile || (argc > 1 && std::string(argv[1]) == "--time");
   CK(cudaSetDevice(0));
   CK(cudaFree(nullptr));  // creates the context the driver calls below use
   cudaDeviceProp prop;
@@ -562,6 +572,21 @@ int main(int argc, char** argv) {
     CK(cudaMalloc(&g_flush, kFlushBytes));
     cublasHandle_t handle;
     CB(cublasCreate(&handle));
+    if (g_profile) {
+      // One launch each of cuBLAS and the tiles the tuner picks at the two square shapes, for
+      // `ncu -k regex:gemm`.
+      for (int size : {4096, 8192}) {
+        TimeCtx t;
+        prepare_timing<true>(t, handle, size, size, size);
+        time_config<128, 256, 4, 2, 8, true>(t);
+        time_config<128, 256, 4, 2, 8, true, false, 2>(t);
+        time_config<64, 256, 4, 2, 8, true, true>(t);
+        time_config<128, 128, 5, 2, 8, true, true>(t);
+        release_timing(t);
+      }
+      CB(cublasDestroy(handle));
+      return g_failures == 0 ? 0 : 1;
+    }
     const Shape shapes[] = {{4096, 4096, 4096}, {8192, 8192, 8192}, {8192, 8192, 2048}};
     for (const Shape& s : shapes) {
       time_shape<true>(handle, s.m, s.n, s.k);
