@@ -559,13 +559,16 @@ KernelDescriptor gemm_descriptor() {
       // a 64-row instruction per consumer with n=64 re-reads A from shared memory for every 64
       // columns, so smaller tiles lose about as the square root of their area, and two stages
       // leave TMA's latency exposed.
-      // Pingpong keeps two tiles in flight an SM (one consumer's k-loop, the other's epilogue).
-      const double area = (c.at("pingpong") != 0 ? 2.0 : 1.0) * bm * bn / (128.0 * 256.0);
+      // Pingpong overlaps one consumer's epilogue with the other's k-loop. Since the epilogue
+      // stores 16-byte octets it is short, and pingpong ran 0.98-1.08x its cooperative twin (128x128
+      // at 4096^3 and 8192^3, both layouts, H100; NOTES, fourteenth session): about 4%, not the
+      // doubled tile it was priced as while the epilogue took 17% of the k-loop's time.
+      const double area = bm * bn / (128.0 * 256.0);
       // Clusters of two (B multicast) ran at this speed of the same tile without, on an H100 (NOTES,
       // thirteenth session): 1.00-1.14x at 4096^3, 0.89-1.00x at 8192^3 (five tiles, both layouts).
       w.compute_efficiency = 14.8 * 0.78 * std::sqrt(std::min(area, 1.0)) * wave_fill *
                              (c.at("stages") >= 3 ? 1.0 : 0.8) * (c.at("consumers") == 2 ? 1.0 : 0.85) *
-                             (c.at("cluster") > 1 ? 0.98 : 1.0);
+                             (c.at("pingpong") != 0 ? 1.04 : 1.0) * (c.at("cluster") > 1 ? 0.98 : 1.0);
       w.shared_bytes = wgmma_smem_bytes(c);
       w.registers = 168;
       // The producer issues asynchronous copies and the consumers asynchronous wgmmas: one block
