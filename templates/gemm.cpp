@@ -545,10 +545,30 @@ KernelDescriptor gemm_descriptor() {
     // fewer than three stages (exposed load latency) and with 32-deep stages (twice the barriers).
     if (c.at("wgmma") == 1) {
       // A persistent grid: every SM walks ceil(units / 132) (tile, k-slice) units, the last wave
-      // partly idle.
+      // partly idle. A single wave is a grid of fewer blocks than SMs, which the estimate's own
+      // wave efficiency already prices.
       const double units = tiles_m * tiles_n * split;
       const double waves = std::ceil(units / static_cast<double>(kSms));
-      const double wave_fill = units / (waves * static_cast<double>(kSms));
+      const double wave_fill = waves > 1 ? units / (waves * static_cast<double>(kSms)) : 1.0;
+      // A block's k-loop runs no faster than its ring refills: each of the stages in flight waits
+      // one TMA round trip, which grew with the bytes in flight, 1.6 us with 2 stages to 2.2 us with
+      // 5 (H100, 64x64 tiles at m = 64-128, n = 4096-6144, k = 4096: 0.80 down to 0.45 us a
+      // k-tile; NOTES, fourteenth session). Where the tiles are few and k is long, this is the
+      // bound, and deeper rings win.
+      const double stages = static_cast<double>(c.at("stages"));
+      const double k_tiles = std::ceil(std::ceil(k / 64.0) / split);
+      w.serial_s = waves * k_tiles * (1.2e-6 + 0.2e-6 * stages) / stages;
+      // The ring also keeps stages x (bm + bn) x 128 bytes in flight a block, so a grid of fewer
+      // blocks than SMs still draws the access pattern's share of DRAM once the blocks together
+      // hold about bandwidth x latency in flight (6 MB: 4.8 TB/s x 1.25 us); the estimate would
+      // otherwise scale bandwidth by the blocks' share of the SMs. Measured: 64 blocks of 64x64
+      // tiles with 8 stages (8 MB in flight) read 64x4096x4096's operands at 1.5 TB/s, 45% of an
+      // H100's peak, on 48% of its SMs, in 0.023 ms where the mma tiles split 4 ways took 0.041.
+      const double blocks = std::min(units, static_cast<double>(kSms));
+      const double in_flight = blocks * stages * (bm + bn) * 128.0;
+      if (blocks < kSms) {
+        w.memory_efficiency *= std::min(1.0, in_flight / 6e6) * static_cast<double>(kSms) / blocks;
+      }
       // Its partials go out as 8-byte vector reductions, yet each slice cost 40-56 us per million
       // elements of C on an H100 (tests/standalone/gemm_wgmma_check --time: 64-512 x 4096 x 4096,
       // split 2 against unsplit), about three times what the mma family's scalar adds were

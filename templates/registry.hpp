@@ -132,6 +132,9 @@ struct Work {
   // Resident warps per SM that hide the inner loop's latency: 16 for one load in flight per warp,
   // fewer for warps that keep many independent instructions in flight (large mma tiles).
   int latency_warps = 16;
+  // Seconds the slowest block needs at least for its chain of dependent memory round trips (a
+  // pipeline that refills only as deep as its stages), whatever the bandwidth and flops allow.
+  double serial_s = 0;
 };
 // Every reference kernel of a built-in template lives in this one embedded header.
 inline constexpr const char* kReferenceHeader = "gmjit/reference.cuh";

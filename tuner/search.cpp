@@ -74,8 +74,8 @@ double estimate_ms(const templates::KernelDescriptor& kernel, const Config& conf
   // Atomics queue in L2 behind each other, not behind the loop: their time adds.
   const double atomics_s = work.atomics / sm.atomics_per_s;
   const double launch_s = 3e-6;
-  return 1e3 * (launch_s + atomics_s +
-                std::max({memory_s, l2_s, compute_s}) / (std::max(0.01, wave_efficiency) * hiding));
+  const double throughput_s = std::max({memory_s, l2_s, compute_s}) / (std::max(0.01, wave_efficiency) * hiding);
+  return 1e3 * (launch_s + atomics_s + std::max(work.serial_s, throughput_s));
 }
 
 Choice choose(const std::vector<TrialReport>& trials, const std::optional<Config>& incumbent,
