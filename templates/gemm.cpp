@@ -569,10 +569,11 @@ KernelDescriptor gemm_descriptor() {
       if (blocks < kSms) {
         w.memory_efficiency *= std::min(1.0, in_flight / 6e6) * static_cast<double>(kSms) / blocks;
       }
-      // Its partials go out as 8-byte vector reductions, yet each slice cost 40-56 us per million
-      // elements of C on an H100 (tests/standalone/gemm_wgmma_check --time: 64-512 x 4096 x 4096,
-      // split 2 against unsplit), about three times what the mma family's scalar adds were
-      // priced at: every split measured so far lost to the unsplit tile.
+      // Its partials go out as 16-byte vector reductions, yet each slice cost 40-56 us per million
+      // elements of C on an H100 with 8-byte ones (tests/standalone/gemm_wgmma_check --time: 64-512
+      // x 4096 x 4096, split 2 against unsplit), about three times what the mma family's scalar
+      // adds were priced at, and every split still lost to the unsplit tile with 16-byte ones
+      // (64x4096x4096: 64x64 split 2 at 0.73x cuBLAS, unsplit 0.90x; fourteenth session).
       w.atomics *= 3;
       // wgmma reads both operands from shared memory with no register staging: public Hopper
       // kernels reach 70-80% of the dense peak with 128x256 tiles over two consumer warpgroups;
