@@ -169,6 +169,8 @@ struct Runtime::Impl {
     // The descriptor's add_address_args for this configuration and problem, or empty: the
     // arguments a launch derives from its tensors' addresses (TMA maps), after the scalars.
     std::function<void(detail::KernelArgs&, const std::uint64_t*)> address_args;
+    // The byte alignment every tensor address needs (the descriptor's tensor_alignment); 0: any.
+    std::uint32_t alignment = 0;
   };
 
   // One problem as launched here. The identity is compared on every lookup, so a hash collision
@@ -489,6 +491,11 @@ struct Runtime::Impl {
                detail::KernelArgs& args, const std::uint64_t* addresses) { hook(args, config, shape, info, addresses); };
   }
 
+  static std::uint32_t tensor_alignment(const templates::KernelDescriptor& kernel, const Config& config,
+                                        const Shape& shape) {
+    return kernel.tensor_alignment ? kernel.tensor_alignment(config, shape) : 0;
+  }
+
   // `plan` loaded: its cubin from the index, its launch as planned. nullptr when the index lacks
   // the cubin, for the catalog's path to find or compile it.
   std::shared_ptr<const Loaded> load_plan(const cache::LaunchIndex::Plan& plan, std::string_view kernel,
@@ -519,7 +526,9 @@ struct Runtime::Impl {
     detail::prepare_launch(*loaded->function, loaded->geometry);
     if (plan.has_workspace) loaded->workspace = templates::WorkspaceNeed{plan.workspace_bytes, plan.workspace_layout};
     for (const auto& slot : plan.scalars) loaded->scalars.add(slot);
-    loaded->address_args = address_args(templates::find_kernel(loaded->kernel_name), plan.config, shape, plan.dtype);
+    const auto& descriptor = templates::find_kernel(loaded->kernel_name);
+    loaded->address_args = address_args(descriptor, plan.config, shape, plan.dtype);
+    loaded->alignment = tensor_alignment(descriptor, plan.config, shape);
     void** pointers = loaded->scalars.pointers();
     loaded->scalar_pointers.assign(pointers, pointers + loaded->scalars.size());
     pending.times.prepare_us = pending.laps.lap();
@@ -564,6 +573,7 @@ struct Runtime::Impl {
     if (r.descriptor->workspace) loaded->workspace = r.descriptor->workspace(r.shape);
     r.descriptor->add_scalars(loaded->scalars, r.shape);
     loaded->address_args = address_args(*r.descriptor, config, r.shape, r.dtype);
+    loaded->alignment = tensor_alignment(*r.descriptor, config, r.shape);
     void** pointers = loaded->scalars.pointers();
     loaded->scalar_pointers.assign(pointers, pointers + loaded->scalars.size());
     pending.times.prepare_us = pending.laps.lap();
@@ -686,6 +696,14 @@ void Runtime::launch(std::string_view kernel, const Shape& shape, Tensors tensor
       throw Error(ErrorKind::usage, 0,
                   fmt::format("{}: tensor '{}' (argument {}) is a null pointer", loaded.kernel_name,
                               loaded.tensor_names[i], i));
+    }
+    if (loaded.alignment > 1 && addresses[i] % loaded.alignment != 0) {
+      throw Error(ErrorKind::usage, 0,
+                  fmt::format("{}: tensor '{}' (argument {}) at {:#x} is not {}-byte aligned, and its configuration "
+                              "at this shape ({}) moves it in {}-byte pieces; device allocations are aligned, so pass "
+                              "a view that starts a multiple of {} bytes in",
+                              loaded.kernel_name, loaded.tensor_names[i], i, addresses[i], loaded.alignment,
+                              format_assignments(loaded.resolution.config), loaded.alignment, loaded.alignment));
     }
   }
   detail::KernelArgs derived;

@@ -490,6 +490,9 @@ KernelDescriptor gemm_descriptor() {
     const detail::TileMap map_a = detail::tile_map(a), map_b = detail::tile_map(b);
     args.add_bytes(map_a.bytes, sizeof map_a.bytes).add_bytes(map_b.bytes, sizeof map_b.bytes);
   };
+  // With k and n multiples of 8 every family moves A, B and C in 16-byte pieces (the mma tiles'
+  // cp.async and stores, the skinny path's loads, TMA and the Hopper epilogue's row octets).
+  d.tensor_alignment = [](const Config&, const Shape& s) { return aligned(s) ? 16u : 0u; };
   // wgmma, setmaxnreg and the tensor copies exist only in sm_90a's instruction set.
   d.device_violation = [](const Config& c, const DeviceInfo& device) -> std::string {
     if (!is_wgmma(c) || device.arch == "sm_90a") return {};

@@ -202,6 +202,11 @@ struct KernelDescriptor {
   // Optional: why a configuration cannot run on `device` (an instruction its architecture lacks);
   // empty when it can. The tuner drops such configurations before compiling them.
   std::function<std::string(const Config&, const DeviceInfo&)> device_violation;
+  // Optional: the byte alignment every tensor's address needs under this configuration and
+  // problem (16 where the kernel's 16-byte accesses assume it); 0 or empty: an element's own. The
+  // Runtime refuses a misaligned tensor as a usage error rather than launch a kernel that faults
+  // (a misaligned access ends the caller's CUDA context). The tuner's buffers are always aligned.
+  std::function<std::uint32_t(const Config&, const Shape&)> tensor_alignment;
 
   // The reference kernel takes the same inputs, one double output per output element, and the
   // same scalars; it accumulates in double. Empty when host_reference is set instead. The shape

@@ -329,6 +329,35 @@ TEST_F(RuntimeGpu, WrongTensorsAreUsageErrorsOnTheHitPathToo) {
   EXPECT_NO_THROW(context.synchronize()) << "nothing bad reached the device";
 }
 
+// A gemm whose k and n are multiples of 8 moves its tensors in 16-byte pieces: a C two bytes off
+// (a view into a bf16 buffer) is a usage error, not a misaligned-address fault that would end
+// the context, and the same tensors launch once aligned.
+TEST_F(RuntimeGpu, MisalignedTensorsAreUsageErrorsNotFaults) {
+  GMJIT_REQUIRE_DEVICE();
+  detail::Context context(0);
+  Runtime runtime(options(MissPolicy::default_config));
+  const Shape shape{{"m", 64}, {"n", 64}, {"k", 64}, {"trans_b", 1}};
+  LaunchOptions bf16;
+  bf16.dtype = "bf16";
+  const std::size_t bytes = 64 * 64 * 2;
+  detail::DeviceBuffer a(bytes), b(bytes), c(bytes + 16);
+  a.fill_bytes(0x3F, nullptr);
+  b.fill_bytes(0x3F, nullptr);
+  const std::vector<DevicePtr> misaligned{a.get(), b.get(), c.get() + 2}, aligned{a.get(), b.get(), c.get() + 16};
+  try {
+    runtime.launch("gemm", shape, misaligned, nullptr, bf16);
+    FAIL() << "launched with C 2 bytes off 16";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::usage);
+    EXPECT_NE(e.message().find("'C'"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("16-byte aligned"), std::string::npos) << e.message();
+  }
+  EXPECT_NO_THROW(context.synchronize()) << "nothing reached the device";
+  runtime.launch("gemm", shape, aligned, nullptr, bf16);
+  EXPECT_NO_THROW(context.synchronize());
+  EXPECT_EQ(runtime.stats().launches, 1u);
+}
+
 TEST_F(RuntimeGpu, ConcurrentFirstLaunchesLoadOnceFromAnyThread) {
   GMJIT_REQUIRE_DEVICE();
   detail::Context context(0);

@@ -444,6 +444,18 @@ TEST(Gemm, WgmmaRules) {
   EXPECT_NE(k.violation(with(wgmma(128, 128, 4, 2), {{"path", 1}}), gemm_shape(8, 4096, 4096, 1)), "");
 }
 
+// k and n multiples of 8 mean 16-byte accesses in every family, so the Runtime refuses tensors
+// that do not start on 16 bytes; other shapes take element-aligned ones.
+TEST(Gemm, SixteenByteTensorsWhereTheShapeIsAligned) {
+  const auto& k = gemm();
+  ASSERT_TRUE(k.tensor_alignment);
+  const Shape s = gemm_shape(64, 64, 64, 1);
+  EXPECT_EQ(k.tensor_alignment(k.default_config, s), 16u);
+  EXPECT_EQ(k.tensor_alignment(wgmma(128, 256, 4, 2, 8), s), 16u);
+  EXPECT_EQ(k.tensor_alignment(k.default_config, gemm_shape(17, 33, 29, 0)), 0u);
+  EXPECT_EQ(k.tensor_alignment(k.default_config, gemm_shape(64, 64, 60, 1)), 0u);
+}
+
 TEST(Gemm, WorkspaceOnlyWhereSplitKCanRun) {
   const auto& k = gemm();
   // m*n floats, then one counter per 16x16 tile of C.

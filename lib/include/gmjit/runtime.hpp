@@ -204,7 +204,8 @@ class Runtime {
   /// the Runtime's (see above). The Runtime's context is made current for the launch and the
   /// caller's restored.
   /// @throws Error(usage) for an unknown kernel or dtype, a malformed shape, a wrong number of
-  ///   tensors (naming the expected ones) or a null tensor; Error(cache_miss) under
+  ///   tensors (naming the expected ones), a null tensor, or one not aligned as the kernel's
+  ///   accesses need (gemm with k and n multiples of 8: 16 bytes); Error(cache_miss) under
   ///   MissPolicy::fail; Error(driver | compile | launch | device_limit | cache) from the layers.
   void launch(std::string_view kernel, const Shape& shape, Tensors tensors, void* stream = nullptr,
               const LaunchOptions& options = {});
