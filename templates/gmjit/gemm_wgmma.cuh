@@ -158,6 +158,22 @@ struct PairOf<__half> {
 // half h (rows l/4 + 8 h): the pair that quad_transpose's word j of chunk group g comes from.
 __host__ __device__ constexpr int pair_index(int g, int j, int h) { return 16 * g + 4 * j + 2 * h; }
 
+// One butterfly step of quad_transpose: a lane whose bit of `kMask` is set (`upper`) gives its
+// words kLow0, kLow1 to lane ^ kMask and takes that lane's kHigh0, kHigh1 in their place; the
+// other lane does the opposite.
+template <int kMask, int kLow0, int kLow1, int kHigh0, int kHigh1, typename Word>
+__device__ __forceinline__ void butterfly(Word (&w)[4], bool upper) {
+  const Word x = __shfl_xor_sync(0xffffffffu, upper ? w[kLow0] : w[kHigh0], kMask);
+  const Word y = __shfl_xor_sync(0xffffffffu, upper ? w[kLow1] : w[kHigh1], kMask);
+  if (upper) {
+    w[kLow0] = x;
+    w[kLow1] = y;
+  } else {
+    w[kHigh0] = x;
+    w[kHigh1] = y;
+  }
+}
+
 // A 4 x 4 transpose of 32-bit words across the four lanes of a quad (lanes 4r .. 4r + 3, which
 // hold the same accumulator rows): lane i enters with word j from n8 chunk j of a group of four
 // (its column pair 2i, 2i + 1 of that chunk) and leaves with the four words of chunk i, i.e. eight
@@ -168,26 +184,8 @@ __host__ __device__ constexpr int pair_index(int g, int j, int h) { return 16 * 
 // wgmmas serialise them (ptxas C7520).
 template <typename Word>
 __device__ __forceinline__ void quad_transpose(Word (&w)[4], int quad_lane) {
-  const bool bit1 = (quad_lane & 2) != 0;
-  const Word a0 = __shfl_xor_sync(0xffffffffu, bit1 ? w[0] : w[2], 2);
-  const Word a1 = __shfl_xor_sync(0xffffffffu, bit1 ? w[1] : w[3], 2);
-  if (bit1) {
-    w[0] = a0;
-    w[1] = a1;
-  } else {
-    w[2] = a0;
-    w[3] = a1;
-  }
-  const bool bit0 = (quad_lane & 1) != 0;
-  const Word b0 = __shfl_xor_sync(0xffffffffu, bit0 ? w[0] : w[1], 1);
-  const Word b1 = __shfl_xor_sync(0xffffffffu, bit0 ? w[2] : w[3], 1);
-  if (bit0) {
-    w[0] = b0;
-    w[2] = b1;
-  } else {
-    w[1] = b0;
-    w[3] = b1;
-  }
+  butterfly<2, 0, 1, 2, 3>(w, (quad_lane & 2) != 0);
+  butterfly<1, 0, 2, 1, 3>(w, (quad_lane & 1) != 0);
 }
 
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
