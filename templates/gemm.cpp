@@ -562,16 +562,11 @@ KernelDescriptor gemm_descriptor() {
       const double k_tiles = std::ceil(std::ceil(k / 64.0) / split);
       w.serial_s = waves * k_tiles * (1.2e-6 + 0.2e-6 * stages) / stages;
       // The ring also keeps stages x (bm + bn) x 128 bytes in flight a block, so a grid of fewer
-      // blocks than SMs still draws the access pattern's share of DRAM once the blocks together
-      // hold about bandwidth x latency in flight (6 MB: 4.8 TB/s x 1.25 us); the estimate would
-      // otherwise scale bandwidth by the blocks' share of the SMs. Measured: 64 blocks of 64x64
-      // tiles with 8 stages (8 MB in flight) read 64x4096x4096's operands at 1.5 TB/s, 45% of an
-      // H100's peak, on 48% of its SMs, in 0.023 ms where the mma tiles split 4 ways took 0.041.
-      const double blocks = std::min(units, static_cast<double>(kSms));
-      const double in_flight = blocks * stages * (bm + bn) * 128.0;
-      if (blocks < kSms) {
-        w.memory_efficiency *= std::min(1.0, in_flight / 6e6) * static_cast<double>(kSms) / blocks;
-      }
+      // blocks than SMs still draws DRAM as far as those bytes cover its latency. Measured: 64
+      // blocks of 64x64 tiles with 8 stages (8 MB in flight) read 64x4096x4096's operands at 1.5
+      // TB/s, 45% of an H100's peak, on 48% of its SMs, in 0.023 ms where the mma tiles split 4
+      // ways took 0.041.
+      w.bytes_in_flight = std::min(units, static_cast<double>(kSms)) * stages * (bm + bn) * 128.0;
       // Its partials go out as 16-byte vector reductions, yet each slice cost 40-56 us per million
       // elements of C on an H100 with 8-byte ones (tests/standalone/gemm_wgmma_check --time: 64-512
       // x 4096 x 4096, split 2 against unsplit), about three times what the mma family's scalar

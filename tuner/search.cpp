@@ -16,6 +16,8 @@ struct SmLimits {
   double clock_ghz = 1.7;
   double dram_gbps = 4000;    // whole device
   double l2_gbps = 8000;      // whole device, reads that hit
+  // DRAM latency under load: bytes in flight of dram_gbps x this draw the whole bandwidth.
+  double dram_latency_s = 1.5e-6;
   // Float atomics to distinct addresses, whole device. On the H200, split-K's partial sums (one
   // atomicAdd per element of C per slice) cost about 15 us per million: bf16 512x4096x4096 at
   // split 4 and fp16 2048^3 at split 2 (8.4 million each) took 0.12-0.13 ms more than their
@@ -74,7 +76,12 @@ double estimate_ms(const templates::KernelDescriptor& kernel, const Config& conf
   // Atomics queue in L2 behind each other, not behind the loop: their time adds.
   const double atomics_s = work.atomics / sm.atomics_per_s;
   const double launch_s = 3e-6;
-  const double throughput_s = std::max({memory_s, l2_s, compute_s}) / (std::max(0.01, wave_efficiency) * hiding);
+  const double parallel = std::max(0.01, wave_efficiency) * hiding;
+  const double memory_share =
+      work.bytes_in_flight > 0
+          ? std::max(0.01, std::min(1.0, work.bytes_in_flight / (sm.dram_gbps * 1e9 * sm.dram_latency_s)))
+          : parallel;
+  const double throughput_s = std::max({memory_s / memory_share, l2_s / parallel, compute_s / parallel});
   return 1e3 * (launch_s + atomics_s + std::max(work.serial_s, throughput_s));
 }
 
