@@ -428,6 +428,15 @@ struct TimeCtx {
 
 static double tflops(const TimeCtx& t, double ms) { return 2.0 * t.M * t.N * double(t.K) / ms / 1e9; }
 
+// "<ms> ms <TFLOP/s> TFLOP/s  <ratio>" for a timed run (`versus`: what the time is against), or
+// what --profile ran instead of timing.
+static std::string timing_text(const TimeCtx& t, double ms, const std::string& versus) {
+  if (g_profile) return "launched once for the profiler";
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "%8.3f ms %6.1f TFLOP/s  %s", ms, tflops(t, ms), versus.c_str());
+  return buf;
+}
+
 // C^T = B^T A^T in cuBLAS's column-major view: A (M x K row-major) is A^T (K x M, ld K); B stored
 // N x K is column-major K x N (ld K), transposed by op T; B stored K x N is column-major N x K
 // (ld N), B^T already.
@@ -469,8 +478,10 @@ void time_config(TimeCtx& t, int split = 1) {
   if (bad) ++g_failures;
   std::string label = C::label();
   if (split > 1) label += " split " + std::to_string(split);
-  std::printf("time %-36s %5dx%5dx%5d %8.3f ms %6.1f TFLOP/s  %.2fx cuBLAS  check %s (max_err %.3g)\n",
-              label.c_str(), t.M, t.N, t.K, ms, tflops(t, ms), t.cublas_ms / ms, bad ? "FAIL" : "ok", err);
+  char ratio[32];
+  std::snprintf(ratio, sizeof ratio, "%.2fx cuBLAS", t.cublas_ms / ms);
+  std::printf("time %-36s %5dx%5dx%5d %s  check %s (max_err %.3g)\n", label.c_str(), t.M, t.N, t.K,
+              timing_text(t, ms, ratio).c_str(), bad ? "FAIL" : "ok", err);
 }
 
 // Allocates and fills t's operands and times cuBLAS on them.
@@ -507,9 +518,8 @@ void prepare_timing(TimeCtx& t, cublasHandle_t handle, int M, int N, int K) {
   t.cublas_ms = median_ms([&] { cublas_gemm(t); });
   double err = 0;
   const int bad = sampled_bad(t, &err);
-  std::printf("time %-28s %5dx%5dx%5d %8.3f ms %6.1f TFLOP/s  (reference)     check %s (max_err %.3g)\n",
-              TB ? "cuBLAS bf16 B^T" : "cuBLAS bf16 B", M, N, K, t.cublas_ms, tflops(t, t.cublas_ms),
-              bad ? "FAIL" : "ok", err);
+  std::printf("time %-28s %5dx%5dx%5d %s     check %s (max_err %.3g)\n", TB ? "cuBLAS bf16 B^T" : "cuBLAS bf16 B", M,
+              N, K, timing_text(t, t.cublas_ms, "(reference)").c_str(), bad ? "FAIL" : "ok", err);
 }
 
 static void release_timing(TimeCtx& t) {
