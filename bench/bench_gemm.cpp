@@ -159,13 +159,13 @@ void measure(const Options& o, const DeviceInfo& device, cache::Store& store, cu
     row.failure = "verification: " + harness.failure();
     return;
   }
-  const std::size_t m = p.shape.at("m"), n = p.shape.at("n"), k = p.shape.at("k");
-  detail::DeviceBuffer a(m * k * 2), b(n * k * 2), c(m * n * 2);
-  // 0x3c3c is about 0.0115 in bf16 and 1.06 in fp16: finite, nonzero, no denormals.
-  a.fill_bytes(0x3c, harness.stream());
-  b.fill_bytes(0x3c, harness.stream());
+  const std::size_t m = p.shape.at("m"), n = p.shape.at("n");
+  // cuBLAS multiplies the very operands the winner does: on constant operands the tensor cores
+  // draw less power, the clocks stay higher, and cuBLAS ran 8% faster than on random ones.
+  const CUdeviceptr a = harness.tensor_address("A"), b = harness.tensor_address("B");
+  detail::DeviceBuffer c(m * n * 2);
   BENCH_CUBLAS(cublasSetStream(handle, harness.stream()));
-  auto cublas_sample = [&] { return harness.sample([&](CUstream) { cublas_gemm(handle, p, a.get(), b.get(), c.get()); }); };
+  auto cublas_sample = [&] { return harness.sample([&](CUstream) { cublas_gemm(handle, p, a, b, c.get()); }); };
   const std::size_t half = static_cast<std::size_t>(row.weight_bytes());
   std::optional<detail::DeviceBuffer> source, destination;
   if (row.skinny()) source.emplace(half), destination.emplace(half);

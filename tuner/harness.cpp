@@ -437,6 +437,12 @@ double Harness::verify(detail::Kernel& kernel, const LaunchGeometry& geometry, c
                                                                         : std::numeric_limits<double>::infinity();
 }
 
+CUdeviceptr Harness::tensor_address(const std::string& name) const {
+  for (const auto& tensor : tensors_)
+    if (tensor.arg.name == name) return tensor.buffer.get();
+  throw Error(ErrorKind::usage, 0, fmt::format("kernel '{}' has no tensor '{}'", kernel_.name, name));
+}
+
 double Harness::working_set_bytes() const {
   double bytes = workspace_need_ ? static_cast<double>(workspace_need_->bytes) : 0.0;
   for (const auto& tensor : tensors_) bytes += static_cast<double>(tensor.buffer.bytes());

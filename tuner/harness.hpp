@@ -122,6 +122,10 @@ class Harness {
   // two events; milliseconds. Baselines measured beside a kernel (a device copy) use it.
   double sample(const std::function<void(CUstream)>& work);
   std::size_t flush_bytes() const { return flush_.bytes(); }
+  // Where the harness keeps tensor `name` (the descriptor's spelling): a baseline run on the
+  // candidates' own random inputs sees the same data, and so the same power draw and clocks.
+  // Throws Error(usage) for a name the kernel does not have.
+  CUdeviceptr tensor_address(const std::string& name) const;
   // The bytes a launch touches: its tensors and its workspace.
   double working_set_bytes() const;
 

@@ -2,9 +2,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <set>
 
 #include "cli_runner.hpp"
 #include "codegen/compiler.hpp"
@@ -111,6 +113,32 @@ TEST(SM90_Harness, RejectsWrongValuesUnwrittenOutputsAndOutOfBoundsWrites) {
     } else {
       EXPECT_GT(error, harness.tolerance());
     }
+  }
+}
+
+// Baselines timed beside a candidate (cuBLAS in bench_gemm) run on these buffers: they must be the
+// descriptor's tensors, distinct, and hold the random inputs rather than constants.
+TEST(SM90_Harness, NamesTheBuffersItTimesOn) {
+  GMJIT_REQUIRE_SM90();
+  const auto& kernel = templates::find_kernel("vector_add");
+  detail::Context context(0);
+  tuner::Harness harness(kernel, {{"n", 4096}}, "fp32", device0(), 5);
+  const CUdeviceptr a = harness.tensor_address("a"), b = harness.tensor_address("b");
+  EXPECT_NE(a, 0u);
+  EXPECT_NE(a, b);
+  EXPECT_NE(harness.tensor_address("c"), a);
+  std::vector<float> values(4096);
+  GMJIT_CU(detail::driver().cuStreamSynchronize(harness.stream()));
+  GMJIT_CU(detail::driver().cuMemcpyDtoH(values.data(), a, values.size() * sizeof(float)));
+  const std::set<float> distinct(values.begin(), values.end());
+  EXPECT_GT(distinct.size(), 1000u);
+  EXPECT_EQ(std::count(values.begin(), values.end(), 0.0f), 0);
+  try {
+    harness.tensor_address("A");
+    ADD_FAILURE() << "a name the kernel lacks was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::usage);
+    EXPECT_NE(std::string(e.what()).find("no tensor 'A'"), std::string::npos) << e.what();
   }
 }
 
