@@ -61,7 +61,7 @@ TEST(Gemm, Domains) {
   const auto& k = gemm();
   std::vector<std::pair<std::string, std::vector<std::int64_t>>> expected = {
       {"path", {0, 1}},         {"bm", {64, 128, 256}},   {"bn", {64, 128, 256}}, {"bk", {32, 64}},
-      {"warps_m", {1, 2, 4}},   {"warps_n", {1, 2, 4}},   {"stages", {2, 3, 4, 5}}, {"group_m", {1, 8}},
+      {"warps_m", {1, 2, 4}},   {"warps_n", {1, 2, 4}},   {"stages", {2, 3, 4, 5, 6, 8}}, {"group_m", {1, 8}},
       {"split_k", {1, 2, 4, 8}}, {"sk_warps", {4, 8}},     {"sk_cols", {2, 4}},    {"sk_unroll", {2, 4, 8}},
       {"wgmma", {0, 1}},        {"consumers", {1, 2}},    {"pingpong", {0, 1}},   {"cluster", {1, 2}}};
   ASSERT_EQ(k.params.size(), expected.size());
@@ -226,13 +226,13 @@ TEST(Gemm, NoTwoValidConfigsAreTheSameLaunch) {
 }
 
 // all_configs lists each family's own parameters over their domains with the others' at the
-// default: 5184 mma (with split_k), 48 skinny and 2304 wgmma (bm, bn, stages, group_m, consumers,
-// pingpong, cluster, split_k) configurations, not the 995328 of the cross product, whose others violation
-// rejects at every shape.
+// default: 5184 mma (with split_k; stages 2-5 only), 48 skinny and 3456 wgmma (bm, bn, stages,
+// group_m, consumers, pingpong, cluster, split_k) configurations, not the 1492992 of the cross
+// product, whose others violation rejects at every shape.
 TEST(Gemm, ConfigurationsAreEachPathsOwnCrossProduct) {
   const auto& k = gemm();
   const auto listed = all_configs(k);
-  EXPECT_EQ(listed.size(), 5184u + 48u + 288u * 4u * 2u);
+  EXPECT_EQ(listed.size(), 5184u + 48u + 432u * 4u * 2u);
   std::set<Config> unique(listed.begin(), listed.end());
   EXPECT_EQ(unique.size(), listed.size());
   for (const auto& c : listed) {
@@ -274,19 +274,21 @@ TEST(Gemm, ValidConfigCounts) {
     return testing::count_if_valid(k, s, [&](const Config& c) { return c.at("wgmma") == 1; });
   };
   // The Hopper family: 11 cooperative (bm, bn, consumers) within 128 accumulators a consumer
-  // thread, 4 stages each but 3 for 128x256 and 256x128 (shared memory): 42; 6 pingpong tiles
-  // ((bm/64)*(bn/2) <= 128) with 4 stages each: 24; times group_m 1 and 8 on tile grids of two
-  // rows and columns or more; none where k or n is not a multiple of 8. Split-K only where the
-  // tiles leave SMs idle and every slice gets a 64-deep k-tile. Clusters of two where bn >= 128
-  // and there are two tile rows: at 4096^2, 7 cooperative and 5 pingpong tiles of 4 stages (3 for
-  // 128x256 and 256x128) = 34, times group_m 1 and 8.
-  EXPECT_EQ(count_wgmma(gemm_shape(4096, 4096, 4096, 1)), 132u + 68u);  // 256 tiles or more: no split
-  EXPECT_EQ(count_wgmma(gemm_shape(4096, 4096, 4096, 0)), 132u + 68u);
-  EXPECT_EQ(count_wgmma(gemm_shape(64, 64, 8, 0)), 66u);  // one k-tile: no split; one tile row: no cluster
-  // 64x64 tiles make a 2x2 grid; split 2; clusters: 64x128 (one consumer, 4 stages, group_m 1:
-  // the pair is one unit row) and pingpong 64x128, both split 1 and 2.
-  EXPECT_EQ(count_wgmma(gemm_shape(128, 128, 128, 1)), 2 * 74u + 32u);
-  EXPECT_EQ(count_wgmma(gemm_shape(16, 4096, 1024, 1)), 4 * 66u);  // 16 k-tiles: splits 1, 2, 4, 8
+  // thread and 6 pingpong tiles ((bm/64)*(bn/2) <= 128). The stages that fit the shared memory,
+  // 1056 + stages*((bm+bn)*128+16) bytes: all six (2-6, 8) for 64x64, 64x128 and 128x64, 2-6 for
+  // 128x128, 2-5 for 64x256 and 256x64, 2-4 for 128x256 and 256x128: 52 cooperative and 31
+  // pingpong. Times group_m 1 and 8 on tile grids of two rows and columns or more; none where k
+  // or n is not a multiple of 8. Split-K only where the tiles leave SMs idle and every slice gets
+  // a 64-deep k-tile. Clusters of two where bn >= 128 and there are two tile rows: at 4096^2, 26
+  // cooperative and 15 pingpong, times group_m 1 and 8.
+  EXPECT_EQ(count_wgmma(gemm_shape(4096, 4096, 4096, 1)), 2 * 83u + 2 * 41u);  // 256 tiles or more: no split
+  EXPECT_EQ(count_wgmma(gemm_shape(4096, 4096, 4096, 0)), 2 * 83u + 2 * 41u);
+  EXPECT_EQ(count_wgmma(gemm_shape(64, 64, 8, 0)), 83u);  // one k-tile: no split; one tile row: no cluster
+  // Split 1 and 2, each: the 83, group_m 8 for the 64x64 tiles' 2x2 grid (6 cooperative, 6
+  // pingpong), clusters of the two 64-row tile rows for 64x128 and 64x256 (6 + 4 stages, one
+  // consumer or pingpong; group_m 1: the pair is one unit row).
+  EXPECT_EQ(count_wgmma(gemm_shape(128, 128, 128, 1)), 2 * (83u + 12u + 20u));
+  EXPECT_EQ(count_wgmma(gemm_shape(16, 4096, 1024, 1)), 4 * 83u);  // 16 k-tiles: splits 1, 2, 4, 8
   EXPECT_EQ(count_wgmma(gemm_shape(17, 33, 29, 1)), 0u);
   EXPECT_EQ(count_wgmma(gemm_shape(1, 1, 1, 1)), 0u);
   // No split-K at 8192^2 (m*n above 2^25) nor at 4096^2 (every valid tile grid has 512 tiles or
@@ -318,7 +320,7 @@ TEST(Gemm, ValidConfigCounts) {
     }
   }
   std::printf("[ configs  ] gemm: %zu per dtype at the gpu tier's shapes\n", total);
-  EXPECT_EQ(total, 4262u + 2 * (2 * 74u + 32u + 4 * 66u + 66u));
+  EXPECT_EQ(total, 4262u + 2 * (230u + 4 * 83u + 83u));
 }
 
 TEST(Gemm, NameExpressions) {
@@ -439,6 +441,12 @@ TEST(Gemm, WgmmaRules) {
   EXPECT_NE(k.violation(wgmma(64, 128, 4, 2), s), "") << "64 rows cannot feed two 64-row consumers";
   EXPECT_NE(k.violation(wgmma(128, 256, 4, 1), s), "") << "256 accumulators a thread";
   EXPECT_NE(k.violation(wgmma(128, 256, 5, 2), s), "") << "shared memory";
+  // Rings of 6 and 8 stages are the Hopper family's alone, within the same shared memory.
+  EXPECT_EQ(k.violation(wgmma(64, 64, 8, 1), gemm_shape(64, 4096, 4096, 1)), "");
+  EXPECT_EQ(k.violation(wgmma(128, 128, 6, 2), s), "");
+  EXPECT_NE(k.violation(wgmma(128, 128, 8, 2), s).find("[7]"), std::string::npos) << "shared memory";
+  EXPECT_NE(k.violation(with(k.default_config, {{"bm", 64}, {"bn", 64}, {"stages", 6}}), s).find("at most 5"),
+            std::string::npos);
   EXPECT_NE(k.violation(wgmma(128, 128, 4, 2), gemm_shape(4096, 4096, 4092, 1)).find("left to wgmma=0"),
             std::string::npos);
   EXPECT_NE(k.violation(with(wgmma(128, 128, 4, 2), {{"path", 1}}), gemm_shape(8, 4096, 4096, 1)), "");

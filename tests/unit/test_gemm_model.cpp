@@ -97,7 +97,7 @@ TEST(GemmModel, LargeSquaresRankLargeWarpTilesFirst) {
 // an H100: 0.0288 ms with 5 stages, 0.0299 with 4, 0.039 with 3, 0.051 with 2 at 128x4096x4096),
 // and 64 blocks with deep rings drew more bandwidth than the split mma tiles the 24-evaluation
 // tune measured at 64x4096x4096 (0.041 ms; wgmma 64x64 with 8 stages 0.023 ms standalone). So an
-// unsplit wgmma tile of the deepest ring comes first, and rings deepen down the order.
+// unsplit wgmma tile of a ring deeper than 5 comes first, and rings deepen down the order.
 TEST(GemmModel, SmallBatchesRankDeepWgmmaRingsFirst) {
   const auto is_small_wgmma = [](const Config& c) {
     return c.at("wgmma") == 1 && c.at("bm") == 64 && c.at("bn") == 64 && c.at("split_k") == 1;
@@ -108,15 +108,17 @@ TEST(GemmModel, SmallBatchesRankDeepWgmmaRingsFirst) {
     const std::string name = fmt::format("m={} n={}", shape.at("m"), shape.at("n"));
     EXPECT_EQ(order.front().at("wgmma"), 1) << name;
     EXPECT_EQ(order.front().at("split_k"), 1) << name;
-    EXPECT_EQ(order.front().at("stages"), 5) << name;
+    // 6 or 8: where the ring no longer sets the pace, the two are estimated alike.
+    EXPECT_GE(order.front().at("stages"), 6) << name;
     EXPECT_GE(count_if_first(order, 8, is_small_wgmma), 1u) << name;
     // A deeper ring of the same tile and raster is never estimated slower, and 3 stages clearly
     // beat 2 (group_m changes the bytes that miss L2, so rasters are compared apart: 5 stages of
     // group_m 1 measured after 4 of group_m 8, 0.0304 against 0.0299 ms).
     const auto& gemm = templates::find_kernel("gemm");
     for (const std::int64_t group_m : {1, 8}) {
+      const std::vector<std::int64_t> rings = {2, 3, 4, 5, 6, 8};
       std::vector<double> by_stages;
-      for (const std::int64_t stages : {2, 3, 4, 5}) {
+      for (const std::int64_t stages : rings) {
         Config c = gemm.default_config;
         for (const auto& [key, value] : Config{{"wgmma", 1}, {"bk", 64}, {"bm", 64}, {"bn", 64}, {"consumers", 1},
                                                {"stages", stages}, {"group_m", group_m}}) {
@@ -128,7 +130,7 @@ TEST(GemmModel, SmallBatchesRankDeepWgmmaRingsFirst) {
       if (by_stages.size() < 4) continue;
       EXPECT_LT(by_stages[1], by_stages[0] * 0.9) << name << " group_m=" << group_m;
       for (std::size_t i = 1; i < by_stages.size(); ++i) {
-        EXPECT_LE(by_stages[i], by_stages[i - 1]) << name << " group_m=" << group_m << " stages=" << i + 2;
+        EXPECT_LE(by_stages[i], by_stages[i - 1]) << name << " group_m=" << group_m << " stages=" << rings[i];
       }
     }
   }
