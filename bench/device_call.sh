@@ -15,6 +15,7 @@
 #   search bench_tuner search: a long random search per shape of $SEARCH_SHAPES (default the pack's
 #          gemm.json), every strategy replayed on it; SEARCH_ARGS adds flags (--max-shapes N, ...)
 #   triton bench/triton_autotune.py on bf16 x @ W^T at $TRITON_SHAPES with $TRITON_CONFIGS configs
+#   operand  bench/operand_power.py: cuBLAS (torch.mm) on random operands beside constant ones
 set -u
 # xz, whose 64 MiB window finds the LLVM code every binary carries once more in the next: a quarter
 # of gzip's size. Python unpacks it, whatever the machine's tar supports.
@@ -61,6 +62,8 @@ triton)
   timeout "${TRITON_TIMEOUT:-300}" python3 -u bench/triton_autotune.py --dtype bf16 --trans-b 1 \
     --configs "${TRITON_CONFIGS:-24}" --shapes "${TRITON_SHAPES:-4096x4096x4096}" --time-limit "${TRITON_LIMIT:-240}" \
     --json-out $OUT/triton.json 2>&1 | tee $OUT/triton.log | tail -20 ;;
-*) echo "device_call.sh: unknown part $part (tier, tests, python, gemm, bench, wgmma, gemmbench, search, triton)"; exit 2 ;;
+operand)
+  timeout 120 python3 bench/operand_power.py 2>&1 | tee $OUT/operand_power.log ;;
+*) echo "device_call.sh: unknown part $part (tier, tests, python, gemm, bench, wgmma, gemmbench, search, triton, operand)"; exit 2 ;;
 esac
 done
