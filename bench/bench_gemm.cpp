@@ -161,7 +161,8 @@ void measure(const Options& o, const DeviceInfo& device, cache::Store& store, cu
   }
   const std::size_t m = p.shape.at("m"), n = p.shape.at("n");
   // cuBLAS multiplies the very operands the winner does: on constant operands the tensor cores
-  // draw less power, the clocks stay higher, and cuBLAS ran 8% faster than on random ones.
+  // draw less power, the clocks stay higher, and cuBLAS ran 9-10% faster than on random ones
+  // (bench/operand_power.py).
   const CUdeviceptr a = harness.tensor_address("A"), b = harness.tensor_address("B");
   detail::DeviceBuffer c(m * n * 2);
   BENCH_CUBLAS(cublasSetStream(handle, harness.stream()));

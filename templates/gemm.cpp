@@ -55,8 +55,8 @@ Config default_config() {
 constexpr const char* kConstraints =
     "path=0 (gemm_mma, the rules of gemm_detail::mma_config_violation_code): warps_m*warps_n in [2, 8], the warp "
     "tile (bm/warps_m) x (bn/warps_n) a multiple of 16x16 and at most 64 in each, a stage's 16-byte chunks a "
-    "multiple of the threads, stages <= 5, stages*(bm+bn)*bk*2 <= 232448 shared bytes; group_m > 1 only on a tile grid of "
-    "two rows and two columns or more; the sk_* params at their defaults. "
+    "multiple of the threads, stages <= 5, stages*(bm+bn)*bk*2 <= 232448 shared bytes; group_m > 1 only on a tile "
+    "grid of two rows and two columns or more; the sk_* params at their defaults. "
     "path=1 (gemm_skinny): m <= 16; sk_cols*sk_unroll <= 16, and sk_unroll <= 4 for m > 8 with trans_b=1; with "
     "trans_b=0 sk_cols at its default (unused), and not sk_warps=4 with sk_unroll=2 for m 5-8 when k or n is not a "
     "multiple of 8 (spills); "
@@ -263,10 +263,10 @@ std::string violation(const Config& c, const Shape& s) {
           return fmt::format("wgmma=0 does not use {}: only {}={} (the default) is kept", p, p, defaults.at(p));
         }
       }
-      // Deeper rings pay where a few blocks walk a long k and each k-tile waits one TMA round trip
-      // (the Hopper family's 64x64 tiles ran 64x4096x4096 in 0.023 ms with 8 stages, 10-15% under 5). gemm_mma
-      // keeps the 2-5 it was tuned and tested over; 6 and 8 would add half again to its share of
-      // every search.
+      // Deeper rings pay where a few blocks walk a long k and each k-tile waits one TMA round trip:
+      // the Hopper family's 64x64 tiles ran 128x4096x4096 in 0.0292 ms with 5 stages and 0.0239
+      // with 8 (H100, bench/NOTES.md). gemm_mma keeps the 2-5 it was tuned and tested over; 6 and
+      // 8 would add half again to its share of every search.
       if (c.at("stages") > kMmaMaxStages) {
         return fmt::format("wgmma=0 keeps at most {} cp.async stages, not {}", kMmaMaxStages, c.at("stages"));
       }
