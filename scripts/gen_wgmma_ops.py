@@ -7,7 +7,7 @@ Run from the repository root after changing SHAPES; the output is committed.
 """
 import pathlib
 
-SHAPES = (64, 128, 256)  # gemm's bn domain: one wgmma covers a block's whole N
+SHAPES = (64, 128, 192, 256)  # the bn gemm_wgmma accepts: one wgmma covers a block's whole N
 DTYPES = (("__nv_bfloat16", "bf16"), ("__half", "f16"))
 
 

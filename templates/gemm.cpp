@@ -154,7 +154,9 @@ std::int64_t wgmma_accumulators(const Config& c) { return wgmma_consumer_rows(c)
 std::string wgmma_violation(const Config& c) {
   const std::int64_t bm = c.at("bm"), bn = c.at("bn"), consumers = c.at("consumers");
   if (bm != 64 && bm != 128 && bm != 256) return fmt::format("bm={} is not 64, 128 or 256 [1]", bm);
-  if (bn != 64 && bn != 128 && bn != 256) return fmt::format("bn={} is not an instruction's n (64, 128, 256) [2]", bn);
+  if (bn != 64 && bn != 128 && bn != 192 && bn != 256) {
+    return fmt::format("bn={} is not an instruction's n (64, 128, 192, 256) [2]", bn);
+  }
   if (consumers != 1 && consumers != 2) return fmt::format("consumers={} is not 1 or 2 [3]", consumers);
   const bool pingpong = c.at("pingpong") != 0;
   if (!pingpong && bm % (64 * consumers) != 0) {

@@ -111,8 +111,8 @@ __host__ __device__ constexpr int wgmma_smem_bytes(int bm, int bn, int stages) {
 // 0 when (bm, bn, stages, consumers, pingpong) is a configuration gemm_wgmma accepts (for every
 // T, kTransB and kGroupM >= 1); otherwise the first rule broken:
 //   1  bm is not 64, 128 or 256 (TMA boxes are at most 256 rows; m64 wgmma blocks)
-//   2  bn is not 64, 128 or 256 (one m64nNk16 covers the tile's N: wgmma_ops.cuh's shapes; N-major
-//      B comes in 64-column panels)
+//   2  bn is not 64, 128, 192 or 256 (one m64nNk16 covers the tile's N: wgmma_ops.cuh's shapes;
+//      N-major B comes in 64-column panels)
 //   3  consumers is not 1 or 2 (the register split above is for 2 or 3 warpgroups)
 //   4  bm is not a multiple of 64 * consumers (each consumer takes whole m64 blocks; with
 //      pingpong a consumer takes the whole tile)
@@ -128,7 +128,7 @@ __host__ __device__ constexpr int wgmma_consumer_rows(int bm, int consumers, int
 __host__ __device__ constexpr int wgmma_config_violation_code(int bm, int bn, int stages, int consumers,
                                                               int pingpong = 0, int cluster = 1) {
   return (bm != 64 && bm != 128 && bm != 256)                                              ? 1
-         : (bn != 64 && bn != 128 && bn != 256)                                            ? 2
+         : (bn != 64 && bn != 128 && bn != 192 && bn != 256)                               ? 2
          : (consumers != 1 && consumers != 2)                                              ? 3
          : (!pingpong && bm % (64 * consumers) != 0)                                       ? 4
          : (stages < 2)                                                                    ? 5
@@ -372,7 +372,8 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
   static_assert(IsSame<T, __nv_bfloat16>::kValue || IsSame<T, __half>::kValue,
                 "gemm_wgmma: T must be __nv_bfloat16 or __half");
   static_assert(kBM == 64 || kBM == 128 || kBM == 256, "gemm_wgmma: kBM must be 64, 128 or 256 (violation 1)");
-  static_assert(kBN == 64 || kBN == 128 || kBN == 256, "gemm_wgmma: kBN must be 64, 128 or 256 (violation 2)");
+  static_assert(kBN == 64 || kBN == 128 || kBN == 192 || kBN == 256,
+                "gemm_wgmma: kBN must be 64, 128, 192 or 256 (violation 2)");
   static_assert(kConsumers == 1 || kConsumers == 2, "gemm_wgmma: kConsumers must be 1 or 2 (violation 3)");
   static_assert(kPingpong || kBM % (64 * kConsumers) == 0,
                 "gemm_wgmma: kBM must be a multiple of 64 * kConsumers (violation 4)");

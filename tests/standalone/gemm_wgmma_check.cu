@@ -7,7 +7,8 @@
 //                                pingpong on a selection
 //   ./gemm_wgmma_check --split   the split-K and cluster cases only
 //   ./gemm_wgmma_check --time    bf16 throughput beside cublasGemmEx at 4096^3, 8192^3, 8192x8192x2048,
-//                                and at decode / small-batch shapes with split-K 1, 2, 4
+//                                at decode / small-batch shapes with split-K 1, 2, 4, and bn=192
+//                                beside 128x256 and 128x128 at two one-wave shapes
 //   ./gemm_wgmma_check --profile one launch of cuBLAS and of four tiles at 4096^3 and 8192^3, for ncu
 // Prints one line per (configuration, shape) and exits 1 on any mismatch (or when the device is
 // not sm_90).
@@ -563,6 +564,21 @@ void time_skinny_shape(cublasHandle_t handle, int M, int N, int K) {
   release_timing(t);
 }
 
+// Shapes whose winners fill three quarters of the SMs in one wave (bench/NOTES.md, fifteenth
+// session), against the bn=192 tiles that make 128 tiles of them.
+void time_quantized_shape(cublasHandle_t handle, int M, int N, int K) {
+  TimeCtx t;
+  prepare_timing<true>(t, handle, M, N, K);
+  time_config<128, 256, 4, 2, 8, true>(t);
+  time_config<128, 128, 5, 2, 8, true>(t);
+  time_config<128, 192, 4, 2, 8, true>(t);
+  time_config<128, 192, 5, 2, 8, true>(t);
+  time_config<64, 192, 6, 1, 8, true>(t);
+  time_config<64, 192, 4, 2, 8, true, true>(t);
+  time_config<128, 192, 4, 2, 8, true, false, 2>(t);
+  release_timing(t);
+}
+
 int main(int argc, char** argv) {
   g_profile = argc > 1 && std::string(argv[1]) == "--profile";
   const bool time_mode = g_profile || (argc > 1 && std::string(argv[1]) == "--time");
@@ -605,6 +621,9 @@ int main(int argc, char** argv) {
     const Shape skinny[] = {
         {16, 6144, 4096}, {64, 4096, 4096}, {128, 4096, 4096}, {128, 8192, 8192}, {512, 4096, 4096}};
     for (const Shape& s : skinny) time_skinny_shape(handle, s.m, s.n, s.k);
+    // One wave of 96 tiles on 132 SMs with the tuned winners; 128 tiles with bn=192.
+    const Shape quantized[] = {{512, 6144, 4096}, {1024, 1536, 1024}};
+    for (const Shape& s : quantized) time_quantized_shape(handle, s.m, s.n, s.k);
     CB(cublasDestroy(handle));
     CK(cudaFree(g_flush));
     std::printf("%s\n", g_failures ? "some timed outputs were wrong" : "all timed outputs checked");
@@ -720,6 +739,22 @@ int main(int argc, char** argv) {
   check<hf, false, 64, 128, 5, 2, 8, true>(small, true);
   check<bf, true, 256, 64, 4, 2, 1, true>(small, true);
   check<bf, false, 64, 64, 3, 2, 8, true>(small, true);
+
+  // bn=192 (m64n192k16; not yet in the tuner's domain): every tile the rules accept, both layouts
+  // and dtypes, with and without a cluster (three 64-column panels of N-major B split 2 + 1), split-K.
+  check<bf, true, 64, 192, 4, 1, 8>(small, true);
+  check<bf, false, 64, 192, 6, 1, 1>(small, true);
+  check<hf, true, 128, 192, 5, 2, 8>(small, true);
+  check<hf, false, 128, 192, 2, 2, 1>(small, true);
+  check<bf, true, 64, 192, 3, 2, 8, true>(small, true);
+  check<hf, false, 64, 192, 4, 2, 1, true>(small, true);
+  check<bf, true, 128, 192, 4, 2, 8, false, 2>(small, true);
+  check<bf, false, 128, 192, 4, 2, 8, false, 2>(small, true);
+  check<hf, true, 64, 192, 6, 1, 1, false, 2>(small, true);
+  check<hf, false, 64, 192, 3, 2, 8, true, 2>(small, true);
+  check<bf, true, 128, 192, 4, 2, 8>(small, true, 3);
+  check<bf, true, 128, 192, 4, 2, 8>(large, false);
+  check<hf, false, 64, 192, 6, 1, 8>(large, false);
 
   // Large shapes, sampled: many tiles a block on the persistent grid.
   check<bf, true, 128, 128, 4, 2, 8, true>(large, false);
