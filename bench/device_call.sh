@@ -46,8 +46,8 @@ bench)
   timeout 330 $D/bench_expr --db $(mktemp -d)/bench.db ${BENCH_CASES:-} 2>&1 | tee $OUT/bench_expr.log
   timeout 200 python3 bench/torch_expr.py 2>&1 | tee $OUT/torch_expr.log | tail -12 ;;
 wgmma)
-  timeout 150 $D/gemm_wgmma_check 2>&1 | tee $OUT/wgmma_check.log | grep -E "FAIL|failed" | head -20
-  timeout 200 $D/gemm_wgmma_check --time 2>&1 | tee $OUT/wgmma_time.log | tail -100 ;;
+  timeout 200 $D/gemm_wgmma_check 2>&1 | tee $OUT/wgmma_check.log | grep -E "FAIL|failed" | head -20
+  timeout 260 $D/gemm_wgmma_check --time 2>&1 | tee $OUT/wgmma_time.log | tail -100 ;;
 gemmbench)
   GEMM_SHAPES="${GEMM_SHAPES:-$D/gemm.json}" GEMM_SGEMM=0 GEMM_TIMEOUT="${GEMM_TIMEOUT:-540}" TAIL=100 \
     bash bench/h200_run.sh $D gemm 2>&1 | tail -110
