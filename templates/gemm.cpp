@@ -30,6 +30,10 @@ constexpr std::int64_t kMaxSplitElements = std::int64_t{1} << 25;
 // The opt-in shared memory of an sm_90 block (CUDA C Programming Guide, compute capability 9.0).
 constexpr std::int64_t kMaxSharedBytes = 232448;
 constexpr std::int64_t kMmaMaxStages = 5;
+// bn=192 is the Hopper family's (m64n192k16): its 128x192 and 64x192 tiles fill 128 of the 132
+// SMs in one wave where 128x256 and 128x128 leave a quarter idle (512x6144 and 1024x1536).
+// gemm_mma keeps the tiles it was tuned and tested over.
+constexpr std::int64_t kWgmmaOnlyBn = 192;
 // gemm_skinny's rows of C per launch, and the columns a block of its kTransB=false kernel covers.
 constexpr std::int64_t kSkinnyMaxM = 16;
 constexpr std::int64_t kSkinnyColsPerBlockN = 256;
@@ -55,7 +59,7 @@ Config default_config() {
 constexpr const char* kConstraints =
     "path=0 (gemm_mma, the rules of gemm_detail::mma_config_violation_code): warps_m*warps_n in [2, 8], the warp "
     "tile (bm/warps_m) x (bn/warps_n) a multiple of 16x16 and at most 64 in each, a stage's 16-byte chunks a "
-    "multiple of the threads, stages <= 5, stages*(bm+bn)*bk*2 <= 232448 shared bytes; group_m > 1 only on a tile "
+    "multiple of the threads, bn != 192, stages <= 5, stages*(bm+bn)*bk*2 <= 232448 shared bytes; group_m > 1 only on a tile "
     "grid of two rows and two columns or more; the sk_* params at their defaults. "
     "path=1 (gemm_skinny): m <= 16; sk_cols*sk_unroll <= 16, and sk_unroll <= 4 for m > 8 with trans_b=1; with "
     "trans_b=0 sk_cols at its default (unused), and not sk_warps=4 with sk_unroll=2 for m 5-8 when k or n is not a "
@@ -272,6 +276,7 @@ std::string violation(const Config& c, const Shape& s) {
       if (c.at("stages") > kMmaMaxStages) {
         return fmt::format("wgmma=0 keeps at most {} cp.async stages, not {}", kMmaMaxStages, c.at("stages"));
       }
+      if (c.at("bn") == kWgmmaOnlyBn) return fmt::format("bn={} is wgmma=1's alone", kWgmmaOnlyBn);
       if (auto why = mma_violation(c); !why.empty()) return why;
     }
     // gemm_mma's grouped raster visits the tiles in row-major order when the tile grid is one row
@@ -393,7 +398,7 @@ std::vector<Config> configurations(const std::vector<ParamDomain>& params) {
       }
     }
     for (const auto& config : cross_product(varied, base)) {
-      if (wgmma == 0 && config.at("stages") > kMmaMaxStages) continue;
+      if (wgmma == 0 && (config.at("stages") > kMmaMaxStages || config.at("bn") == kWgmmaOnlyBn)) continue;
       all.push_back(config);
     }
   }
@@ -412,7 +417,7 @@ KernelDescriptor gemm_descriptor() {
   d.params = {
       {"path", {kMma, kSkinny}, "0: tensor-core tiles (gemm_mma); 1: skinny-M CUDA-core path (gemm_skinny), m <= 16"},
       {"bm", {64, 128, 256}, "path 0: rows of C per block"},
-      {"bn", {64, 128, 256}, "path 0: columns of C per block"},
+      {"bn", {64, 128, 192, 256}, "path 0: columns of C per block (192: wgmma=1 only)"},
       {"bk", {32, 64}, "path 0: depth of one shared-memory stage"},
       {"warps_m", {1, 2, 4}, "path 0: warps along m"},
       {"warps_n", {1, 2, 4}, "path 0: warps along n"},

@@ -60,7 +60,7 @@ TEST(Gemm, DescribesItsProblem) {
 TEST(Gemm, Domains) {
   const auto& k = gemm();
   std::vector<std::pair<std::string, std::vector<std::int64_t>>> expected = {
-      {"path", {0, 1}},         {"bm", {64, 128, 256}},   {"bn", {64, 128, 256}}, {"bk", {32, 64}},
+      {"path", {0, 1}},         {"bm", {64, 128, 256}},   {"bn", {64, 128, 192, 256}}, {"bk", {32, 64}},
       {"warps_m", {1, 2, 4}},   {"warps_n", {1, 2, 4}},   {"stages", {2, 3, 4, 5, 6, 8}}, {"group_m", {1, 8}},
       {"split_k", {1, 2, 4, 8}}, {"sk_warps", {4, 8}},     {"sk_cols", {2, 4}},    {"sk_unroll", {2, 4, 8}},
       {"wgmma", {0, 1}},        {"consumers", {1, 2}},    {"pingpong", {0, 1}},   {"cluster", {1, 2}}};
@@ -226,13 +226,13 @@ TEST(Gemm, NoTwoValidConfigsAreTheSameLaunch) {
 }
 
 // all_configs lists each family's own parameters over their domains with the others' at the
-// default: 5184 mma (with split_k; stages 2-5 only), 48 skinny and 3456 wgmma (bm, bn, stages,
-// group_m, consumers, pingpong, cluster, split_k) configurations, not the 1492992 of the cross
-// product, whose others violation rejects at every shape.
+// default: 5184 mma (with split_k; stages 2-5 and bn 64, 128, 256 only), 48 skinny and 4608 wgmma
+// (bm, bn, stages, group_m, consumers, pingpong, cluster, split_k) configurations, not the
+// 1990656 of the cross product, whose others violation rejects at every shape.
 TEST(Gemm, ConfigurationsAreEachPathsOwnCrossProduct) {
   const auto& k = gemm();
   const auto listed = all_configs(k);
-  EXPECT_EQ(listed.size(), 5184u + 48u + 432u * 4u * 2u);
+  EXPECT_EQ(listed.size(), 5184u + 48u + 576u * 4u * 2u);
   std::set<Config> unique(listed.begin(), listed.end());
   EXPECT_EQ(unique.size(), listed.size());
   for (const auto& c : listed) {
@@ -273,22 +273,22 @@ TEST(Gemm, ValidConfigCounts) {
   const auto count_wgmma = [&](const Shape& s) {
     return testing::count_if_valid(k, s, [&](const Config& c) { return c.at("wgmma") == 1; });
   };
-  // The Hopper family: 11 cooperative (bm, bn, consumers) within 128 accumulators a consumer
-  // thread and 6 pingpong tiles ((bm/64)*(bn/2) <= 128). The stages that fit the shared memory,
+  // The Hopper family: 13 cooperative (bm, bn, consumers) within 128 accumulators a consumer
+  // thread and 7 pingpong tiles ((bm/64)*(bn/2) <= 128). The stages that fit the shared memory,
   // 1056 + stages*((bm+bn)*128+16) bytes: all six (2-6, 8) for 64x64, 64x128 and 128x64, 2-6 for
-  // 128x128, 2-5 for 64x256 and 256x64, 2-4 for 128x256 and 256x128: 52 cooperative and 31
-  // pingpong. Times group_m 1 and 8 on tile grids of two rows and columns or more; none where k
-  // or n is not a multiple of 8. Split-K only where the tiles leave SMs idle and every slice gets
-  // a 64-deep k-tile. Clusters of two where bn >= 128 and there are two tile rows: at 4096^2, 26
-  // cooperative and 15 pingpong, times group_m 1 and 8.
-  EXPECT_EQ(count_wgmma(gemm_shape(4096, 4096, 4096, 1)), 2 * 83u + 2 * 41u);  // 256 tiles or more: no split
-  EXPECT_EQ(count_wgmma(gemm_shape(4096, 4096, 4096, 0)), 2 * 83u + 2 * 41u);
-  EXPECT_EQ(count_wgmma(gemm_shape(64, 64, 8, 0)), 83u);  // one k-tile: no split; one tile row: no cluster
-  // Split 1 and 2, each: the 83, group_m 8 for the 64x64 tiles' 2x2 grid (6 cooperative, 6
-  // pingpong), clusters of the two 64-row tile rows for 64x128 and 64x256 (6 + 4 stages, one
-  // consumer or pingpong; group_m 1: the pair is one unit row).
-  EXPECT_EQ(count_wgmma(gemm_shape(128, 128, 128, 1)), 2 * (83u + 12u + 20u));
-  EXPECT_EQ(count_wgmma(gemm_shape(16, 4096, 1024, 1)), 4 * 83u);  // 16 k-tiles: splits 1, 2, 4, 8
+  // 128x128 and 64x192, 2-5 for 64x256, 256x64 and 128x192, 2-4 for 128x256 and 256x128: 61
+  // cooperative and 36 pingpong. Times group_m 1 and 8 on tile grids of two rows and columns or
+  // more; none where k or n is not a multiple of 8. Split-K only where the tiles leave SMs idle
+  // and every slice gets a 64-deep k-tile. Clusters of two where bn >= 128 and there are two tile
+  // rows: at 4096^2, 35 cooperative and 20 pingpong, times group_m 1 and 8.
+  EXPECT_EQ(count_wgmma(gemm_shape(4096, 4096, 4096, 1)), 2 * 97u + 2 * 55u);  // 256 tiles or more: no split
+  EXPECT_EQ(count_wgmma(gemm_shape(4096, 4096, 4096, 0)), 2 * 97u + 2 * 55u);
+  EXPECT_EQ(count_wgmma(gemm_shape(64, 64, 8, 0)), 97u);  // one k-tile: no split; one tile row: no cluster
+  // Split 1 and 2, each: the 97, group_m 8 for the 64x64 tiles' 2x2 grid (6 cooperative, 6
+  // pingpong), clusters of the two 64-row tile rows for 64x128, 64x192 and 64x256 (6 + 5 + 4
+  // stages, one consumer or pingpong; group_m 1: the pair is one unit row).
+  EXPECT_EQ(count_wgmma(gemm_shape(128, 128, 128, 1)), 2 * (97u + 12u + 30u));
+  EXPECT_EQ(count_wgmma(gemm_shape(16, 4096, 1024, 1)), 4 * 97u);  // 16 k-tiles: splits 1, 2, 4, 8
   EXPECT_EQ(count_wgmma(gemm_shape(17, 33, 29, 1)), 0u);
   EXPECT_EQ(count_wgmma(gemm_shape(1, 1, 1, 1)), 0u);
   // No split-K at 8192^2 (m*n above 2^25) nor at 4096^2 (every valid tile grid has 512 tiles or
@@ -320,7 +320,7 @@ TEST(Gemm, ValidConfigCounts) {
     }
   }
   std::printf("[ configs  ] gemm: %zu per dtype at the gpu tier's shapes\n", total);
-  EXPECT_EQ(total, 4262u + 2 * (230u + 4 * 83u + 83u));
+  EXPECT_EQ(total, 4262u + 2 * (278u + 4 * 97u + 97u));
 }
 
 TEST(Gemm, NameExpressions) {
@@ -441,10 +441,11 @@ TEST(Gemm, WgmmaRules) {
   EXPECT_NE(k.violation(wgmma(64, 128, 4, 2), s), "") << "64 rows cannot feed two 64-row consumers";
   EXPECT_NE(k.violation(wgmma(128, 256, 4, 1), s), "") << "256 accumulators a thread";
   EXPECT_NE(k.violation(wgmma(128, 256, 5, 2), s), "") << "shared memory";
-  // bn=192 passes the kernel's rules (tests/nvrtc compiles it) but stays outside the domain
-  // (Gemm.Domains pins bn to 64, 128, 256) until a device run checks it: resolve_config refuses
-  // it to every search, user configuration and cached winner.
+  // bn=192 is the Hopper family's alone.
   EXPECT_EQ(k.violation(wgmma(128, 192, 4, 2), s), "");
+  EXPECT_EQ(k.violation(wgmma(64, 192, 6, 1), s), "");
+  EXPECT_NE(k.violation(with(k.default_config, {{"bn", 192}, {"warps_n", 4}}), s).find("wgmma=1's alone"),
+            std::string::npos);
   EXPECT_NE(k.violation(wgmma(128, 192, 6, 2), s).find("[7]"), std::string::npos) << "shared memory";
   EXPECT_NE(k.violation(wgmma(128, 192, 4, 1), s).find("[6]"), std::string::npos) << "192 accumulators";
   // Rings of 6 and 8 stages are the Hopper family's alone, within the same shared memory.
