@@ -10,7 +10,8 @@
 //               random an even sample under --max-evaluations), measured once; then every
 //               strategy (model, random, climb, evolve; the seeded ones over several seeds)
 //               replayed against its trials (tuner/replay.hpp): evaluations to within 2% of the
-//               long search's best, and their best-so-far curves
+//               long search's best, and their best-so-far curves. --json-out keeps every shape's
+//               trials, and --replay FILE replays the strategies on them again with no GPU
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -150,9 +151,11 @@ struct Benchmark {
 
 // Prints what a benchmark runs with before any run, and checks the strategy, so a typo fails at
 // once rather than after the first shapes.
-Benchmark begin_benchmark(const char* name, const Common& common, const std::string& strategy, const json& own) {
+// `device` names the device when the results were measured elsewhere (empty: the live one's).
+Benchmark begin_benchmark(const char* name, const Common& common, const std::string& strategy, const json& own,
+                          const std::string& device = {}) {
   strategy_summary(strategy);
-  Benchmark run{name, device_name(common), common.to_json()};
+  Benchmark run{name, device.empty() ? device_name(common) : device, common.to_json()};
   run.options["strategy"] = strategy;
   run.options.update(own);
   std::printf("bench_tuner %s on %s\noptions: %s\n\n", name, run.device.c_str(), run.options.dump().c_str());
@@ -593,6 +596,7 @@ struct SearchArgs {
   double within_percent = 2.0;
   double fraction = 0.10;
   double time_limit = 0;
+  std::string replay_file;  // an earlier run's --json-out: its trials instead of new long searches
 };
 
 // The device the worker reports, whose limits the session's cost model reads.
@@ -600,6 +604,15 @@ DeviceInfo search_device(const Common& common) {
   if (common.simulated) return tuner::simulated_device(common.device);
   const auto devices = list_devices();
   return devices.at(static_cast<std::size_t>(common.device));
+}
+
+// The analytic model's estimate for `problem` (normalized) on `device`, as the session ranks by.
+std::function<double(const Config&)> model_of(const templates::NormalizedProblem& problem, const DeviceInfo& device) {
+  const auto* kernel = problem.kernel;
+  const auto* dtype = &templates::dtype_info(problem.dtype);
+  return [kernel, shape = problem.shape, dtype, device](const Config& config) {
+    return tuner::estimate_ms(*kernel, config, shape, *dtype, device);
+  };
 }
 
 // What the long search measured, as the space a session would have searched and its table.
@@ -628,11 +641,78 @@ Recording recording_of(const TuneReport& report, const DeviceInfo& device) {
     if (configs.count(config)) out.space.candidates.push_back(config);
   }
   out.table = tuner::recorded_for(out.space, evaluated);
-  const auto* dtype = &templates::dtype_info(normalized.dtype);
-  out.space.estimate_ms = [&kernel, shape = normalized.shape, dtype, device](const Config& config) {
-    return tuner::estimate_ms(kernel, config, shape, *dtype, device);
-  };
+  out.space.estimate_ms = model_of(normalized, device);
   return out;
+}
+
+// What --replay reads back: the problem, the device the model priced it for, and one trial per
+// candidate in domain order.
+json recording_json(const Recording& recording, const Problem& problem, const DeviceInfo& device) {
+  json trials = json::array();
+  for (std::size_t i = 0; i < recording.table.size(); ++i) {
+    const auto& trial = recording.table[i];
+    trials.push_back({{"config", recording.space.candidates[i]},
+                      {"status", to_string(trial.status)},
+                      {"median_ms", trial.median_ms},
+                      {"verify_error", trial.verify_error}});
+  }
+  return {{"kernel", problem.kernel},
+          {"dtype", problem.dtype},
+          {"shape", problem.shape},
+          {"device", tuner::device_to_json(device)},
+          {"trials", trials}};
+}
+
+Recording recording_from_json(const json& recorded) {
+  const Problem problem{recorded.at("kernel").get<std::string>(), recorded.at("dtype").get<std::string>(),
+                        recorded.at("shape").get<Shape>(), "bench_tuner search --replay"};
+  const auto& kernel = templates::find_kernel(problem.kernel);
+  Recording out;
+  for (const auto& trial : recorded.at("trials")) {
+    TrialReport t;
+    t.config = trial.at("config").get<Config>();
+    t.status = parse_trial_status(trial.at("status").get<std::string>());
+    t.median_ms = trial.at("median_ms").get<double>();
+    t.verify_error = trial.at("verify_error").get<double>();
+    out.space.candidates.push_back(t.config);
+    out.table.push_back(std::move(t));
+  }
+  // The configurations of this version's domain, in its order: a recording of another domain
+  // would replay a space no session searches.
+  std::map<Config, std::size_t> rank;
+  for (const auto& config : templates::all_configs(kernel)) rank.emplace(config, rank.size());
+  for (std::size_t i = 0; i < out.table.size(); ++i) {
+    const auto found = rank.find(out.table[i].config);
+    if (found == rank.end() || (i > 0 && found->second <= rank.at(out.table[i - 1].config))) {
+      throw Error(ErrorKind::usage, 0,
+                  fmt::format("recorded trial {} ({}) is not in {}'s domain order: recorded by another version", i,
+                              format_assignments(out.table[i].config), problem.kernel));
+    }
+  }
+  out.space.estimate_ms =
+      model_of(templates::normalize_problem(kernel, problem.shape, problem.dtype),
+               tuner::device_from_json(recorded.at("device")));
+  return out;
+}
+
+json read_json_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(ErrorKind::usage, errno, "cannot read " + path);
+  json parsed = json::parse(in, nullptr, false);
+  if (parsed.is_discarded()) throw Error(ErrorKind::usage, 0, path + " is not JSON");
+  return parsed;
+}
+
+// The long search as an earlier run's row tells it: enough for its curve and the tables.
+TuneReport long_search_from_json(const json& row, const std::string& strategy) {
+  TuneReport report;
+  report.strategy = strategy;
+  report.valid_candidates = row.at("valid_candidates").get<std::size_t>();
+  report.wall_seconds = row.at("long_wall_s").get<double>();
+  for (const auto& point : row.at("long_curve")) {
+    report.curve.push_back({point.at(0).get<std::size_t>(), point.at(1).get<double>(), point.at(2).get<double>()});
+  }
+  return report;
 }
 
 // One strategy's replays of one shape: per seed (one for a strategy without randomness).
@@ -731,7 +811,34 @@ int search(const Common& common, const SearchArgs& args) {
   }
   const Shape keys = kernel_keys(common.kernel, args.keys);
   std::vector<Problem> problems;
-  if (!args.shapes.empty()) {
+  // --replay: the shapes, the long search and the device come from the earlier run's summary.
+  json replayed_rows = json::array();
+  std::string long_strategy = args.long_strategy, measured_on;
+  std::size_t recorded_ahead = 0;
+  if (!args.replay_file.empty()) {
+    const json earlier = read_json_file(args.replay_file);
+    if (earlier.value("benchmark", "") != "search") {
+      throw Error(ErrorKind::usage, 0, fmt::format("{} is not a bench_tuner search --json-out", args.replay_file));
+    }
+    for (const auto& row : earlier.at("rows")) {
+      if (!row.contains("recording")) {
+        throw Error(ErrorKind::usage, 0,
+                    fmt::format("{}: shape {} has no recorded trials (written by a bench_tuner that kept none)",
+                                args.replay_file, row.value("shape", "?")));
+      }
+      const auto& recorded = row.at("recording");
+      if (recorded.at("kernel") != common.kernel || recorded.at("dtype") != common.dtype) continue;
+      problems.push_back({common.kernel, common.dtype, recorded.at("shape").get<Shape>(), args.replay_file});
+      replayed_rows.push_back(row);
+    }
+    if (problems.empty()) {
+      throw Error(ErrorKind::usage, 0,
+                  fmt::format("{} has no recorded {} {} shapes", args.replay_file, common.kernel, common.dtype));
+    }
+    long_strategy = earlier.at("options").at("strategy").get<std::string>();
+    recorded_ahead = earlier.at("options").at("ahead").get<std::size_t>();
+    measured_on = earlier.at("device").get<std::string>() + " (replayed from " + args.replay_file + ")";
+  } else if (!args.shapes.empty()) {
     for (const auto& text : args.shapes) {
       Shape shape = parse_shape(common.kernel, text);
       shape.insert(keys.begin(), keys.end());  // the shape's own keys stay
@@ -748,12 +855,16 @@ int search(const Common& common, const SearchArgs& args) {
     }
   }
   if (args.max_shapes > 0 && problems.size() > args.max_shapes) problems.resize(args.max_shapes);
-  // The session asks twice its compile threads ahead (every core by default).
-  const std::size_t ahead = args.ahead > 0 ? args.ahead : 2 * std::max(1u, std::thread::hardware_concurrency());
+  // The session asks twice its compile threads ahead (every core by default); a replay asks as the
+  // run it replays did, on that machine's cores.
+  const std::size_t ahead = args.ahead > 0      ? args.ahead
+                            : recorded_ahead > 0 ? recorded_ahead
+                                                 : 2 * std::max(1u, std::thread::hardware_concurrency());
   json shape_labels = json::array();
   for (const auto& p : problems) shape_labels.push_back(shape_label(common.kernel, p.shape));
-  const Benchmark run = begin_benchmark("search", common, args.long_strategy,
+  const Benchmark run = begin_benchmark("search", common, long_strategy,
                                         {{"shapes_file", args.shapes_file},
+                                         {"replay_file", args.replay_file},
                                          {"keys", format_assignments(keys)},
                                          {"shapes", shape_labels},
                                          {"max_evaluations", args.max_evaluations},
@@ -762,15 +873,17 @@ int search(const Common& common, const SearchArgs& args) {
                                          {"ahead", ahead},
                                          {"within_percent", args.within_percent},
                                          {"fraction", args.fraction},
-                                         {"time_limit_s", args.time_limit}});
-  const DeviceInfo device = search_device(common);
+                                         {"time_limit_s", args.time_limit}},
+                                        measured_on);
+  const DeviceInfo device = args.replay_file.empty() ? search_device(common) : DeviceInfo{};
   const auto began = Clock::now();
   double last_shape_s = 0;
   int status = 0;
   json rows = json::array();
   std::vector<std::string> skipped;
   std::map<std::string, std::size_t> met;  // shapes where a strategy's median met the target
-  for (const auto& problem : problems) {
+  for (std::size_t index = 0; index < problems.size(); ++index) {
+    const Problem& problem = problems[index];
     const std::string label = shape_label(common.kernel, problem.shape);
     if (args.time_limit > 0 && seconds_since(began) + last_shape_s > args.time_limit) {
       skipped.push_back(label);
@@ -778,16 +891,26 @@ int search(const Common& common, const SearchArgs& args) {
     }
     const auto shape_began = Clock::now();
     TuneReport full;
-    try {
-      full = tune(Problem{problem.kernel, problem.dtype, problem.shape, "bench_tuner search"},
-                  common.options(args.long_strategy, args.max_evaluations));
-    } catch (const Error& e) {
-      std::printf("%s: %s\n", label.c_str(), e.what());
-      status = 1;
-      continue;
+    Recording recording;
+    json recorded;
+    if (!replayed_rows.empty()) {
+      const json& row = replayed_rows[index];
+      full = long_search_from_json(row, long_strategy);
+      recorded = row.at("recording");
+      recording = recording_from_json(recorded);
+    } else {
+      try {
+        full = tune(Problem{problem.kernel, problem.dtype, problem.shape, "bench_tuner search"},
+                    common.options(args.long_strategy, args.max_evaluations));
+      } catch (const Error& e) {
+        std::printf("%s: %s\n", label.c_str(), e.what());
+        status = 1;
+        continue;
+      }
+      recording = recording_of(full, device);
+      recorded = recording_json(recording, full.problem, device);
     }
     last_shape_s = seconds_since(shape_began);
-    const Recording recording = recording_of(full, device);
     const double best_ms = tuner::best_recorded_ms(recording.table);
     const std::size_t long_evaluations = recording.table.size();
     if (best_ms <= 0) {
@@ -860,7 +983,8 @@ int search(const Common& common, const SearchArgs& args) {
                     {"long_wall_s", full.wall_seconds},
                     {"long_curve", curve_json(full)},
                     {"budget", budget},
-                    {"strategies", strategies}});
+                    {"strategies", strategies},
+                    {"recording", recorded}});
   }
 
   std::printf("summary over %zu shapes: shapes where the median run came within %.0f%% of the long search's best "
@@ -973,7 +1097,7 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   search_cmd->add_option("--ahead", search_args.ahead, "candidates asked ahead in replays; 0: as the session (twice "
-                                                        "the cores)")
+                                                        "the cores; with --replay, as the replayed run)")
       ->capture_default_str();
   search_cmd->add_option("--within", search_args.within_percent, "percent of the long search's best that counts")
       ->capture_default_str();
@@ -981,6 +1105,14 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   search_cmd->add_option("--time-limit", search_args.time_limit, "seconds; start no shape past it (0: none)")
       ->capture_default_str();
+  search_cmd
+      ->add_option("--replay", search_args.replay_file,
+                   "an earlier search's --json-out: replay the strategies on its recorded trials (no GPU needed; "
+                   "its shapes, device and long search stand)")
+      ->excludes("--shapes")
+      ->excludes("--shape")
+      ->excludes("--max-evaluations")
+      ->excludes("--long-strategy");
 
   CLI11_PARSE(app, argc, argv);
   try {
@@ -989,7 +1121,8 @@ int main(int argc, char** argv) {
     if (const char* env = std::getenv("GMJIT_SIMULATED_DEVICE"); env && std::string(env) == "1") {
       common.simulated = true;
     }
-    if (!common.simulated && !driver_status().available) {
+    const bool replaying = *search_cmd && !search_args.replay_file.empty();
+    if (!common.simulated && !replaying && !driver_status().available) {
       std::fprintf(stderr, "bench_tuner: %s\n", driver_status().reason.c_str());
       return 1;
     }
