@@ -654,6 +654,10 @@ json recording_json(const Recording& recording, const Problem& problem, const De
     trials.push_back({{"config", recording.space.candidates[i]},
                       {"status", to_string(trial.status)},
                       {"median_ms", trial.median_ms},
+                      {"spread", trial.spread},
+                      {"ci_percent", trial.ci_percent},
+                      {"repetitions", trial.repetitions},
+                      {"batch", trial.batch},
                       {"verify_error", trial.verify_error}});
   }
   return {{"kernel", problem.kernel},
@@ -673,6 +677,10 @@ Recording recording_from_json(const json& recorded) {
     t.config = trial.at("config").get<Config>();
     t.status = parse_trial_status(trial.at("status").get<std::string>());
     t.median_ms = trial.at("median_ms").get<double>();
+    t.spread = trial.at("spread").get<double>();
+    t.ci_percent = trial.at("ci_percent").get<double>();
+    t.repetitions = trial.at("repetitions").get<int>();
+    t.batch = trial.at("batch").get<int>();
     t.verify_error = trial.at("verify_error").get<double>();
     out.space.candidates.push_back(t.config);
     out.table.push_back(std::move(t));
