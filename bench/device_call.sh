@@ -21,6 +21,11 @@ set -u
 # of gzip's size. Python unpacks it, whatever the machine's tar supports.
 D=/tmp/gmjit-dev; mkdir -p $D && python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" .device/pack.txz $D || exit 1
 export GMJIT_REQUIRE_GPU=1 LD_LIBRARY_PATH=$D:/usr/local/cuda/lib64
+# One binary cache for every tier call on a warm machine (h200_run.sh makes a fresh one per call
+# otherwise): the suites share most instantiations, since a shape enters them only through its
+# alignment, so a split tier compiles each once. Keys hold the source and toolkit: a new pack's
+# changed templates miss.
+export GMJIT_TEST_BINARY_CACHE=/tmp/gmjit-dev-binaries.db
 for part in "${@:-tests}"; do
 case "$part" in
 tier)
