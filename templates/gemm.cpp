@@ -59,8 +59,8 @@ Config default_config() {
 constexpr const char* kConstraints =
     "path=0 (gemm_mma, the rules of gemm_detail::mma_config_violation_code): warps_m*warps_n in [2, 8], the warp "
     "tile (bm/warps_m) x (bn/warps_n) a multiple of 16x16 and at most 64 in each, a stage's 16-byte chunks a "
-    "multiple of the threads, bn != 192, stages <= 5, stages*(bm+bn)*bk*2 <= 232448 shared bytes; group_m > 1 only on a tile "
-    "grid of two rows and two columns or more; the sk_* params at their defaults. "
+    "multiple of the threads, bn != 192, stages <= 5, stages*(bm+bn)*bk*2 <= 232448 shared bytes; group_m > 1 "
+    "only on a tile grid of two rows and two columns or more; the sk_* params at their defaults. "
     "path=1 (gemm_skinny): m <= 16; sk_cols*sk_unroll <= 16, and sk_unroll <= 4 for m > 8 with trans_b=1; with "
     "trans_b=0 sk_cols at its default (unused), and not sk_warps=4 with sk_unroll=2 for m 5-8 when k or n is not a "
     "multiple of 8 (spills); "
