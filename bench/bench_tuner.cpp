@@ -645,26 +645,18 @@ Recording recording_of(const TuneReport& report, const DeviceInfo& device) {
   return out;
 }
 
-// What --replay reads back: the problem, the device the model priced it for, and one trial per
-// candidate in domain order.
+// What --replay reads back: the table as the library writes a TuneReport (tune_report_json: the
+// problem and one trial per candidate, in domain order) and the device the model priced it for.
 json recording_json(const Recording& recording, const Problem& problem, const DeviceInfo& device) {
-  json trials = json::array();
-  for (std::size_t i = 0; i < recording.table.size(); ++i) {
-    const auto& trial = recording.table[i];
-    trials.push_back({{"config", recording.space.candidates[i]},
-                      {"status", to_string(trial.status)},
-                      {"median_ms", trial.median_ms},
-                      {"spread", trial.spread},
-                      {"ci_percent", trial.ci_percent},
-                      {"repetitions", trial.repetitions},
-                      {"batch", trial.batch},
-                      {"verify_error", trial.verify_error}});
-  }
-  return {{"kernel", problem.kernel},
-          {"dtype", problem.dtype},
-          {"shape", problem.shape},
-          {"device", tuner::device_to_json(device)},
-          {"trials", trials}};
+  TuneReport table;
+  table.problem = problem;
+  table.device_name = device.name;
+  table.device_key = device.fingerprint();
+  table.trials = recording.table;
+  table.evaluations = recording.table.size();
+  json out = json::parse(tune_report_json(table));
+  out["device_info"] = tuner::device_to_json(device);
+  return out;
 }
 
 Recording recording_from_json(const json& recorded) {
@@ -699,7 +691,7 @@ Recording recording_from_json(const json& recorded) {
   }
   out.space.estimate_ms =
       model_of(templates::normalize_problem(kernel, problem.shape, problem.dtype),
-               tuner::device_from_json(recorded.at("device")));
+               tuner::device_from_json(recorded.at("device_info")));
   return out;
 }
 
