@@ -259,11 +259,8 @@ Timing summarize(std::vector<double> samples) {
   return timing;
 }
 
-int batch_size(double single_ms, const MeasureOptions& options, double working_set_bytes) {
+int batch_size(double single_ms, const MeasureOptions& options) {
   if (!(single_ms > 0) || single_ms >= options.batch_below_ms) return 1;
-  // 4 bytes a nanosecond: about an H200's DRAM bandwidth, the fastest the tuner runs on.
-  constexpr double kDramBytesPerMs = 4e9;
-  if (working_set_bytes / kDramBytesPerMs >= 0.1 * single_ms) return 1;
   return std::clamp(static_cast<int>(std::ceil(options.batch_sample_ms / single_ms)), 2, options.max_batch);
 }
 
@@ -443,12 +440,6 @@ CUdeviceptr Harness::tensor_address(const std::string& name) const {
   throw Error(ErrorKind::usage, 0, fmt::format("kernel '{}' has no tensor '{}'", kernel_.name, name));
 }
 
-double Harness::working_set_bytes() const {
-  double bytes = workspace_need_ ? static_cast<double>(workspace_need_->bytes) : 0.0;
-  for (const auto& tensor : tensors_) bytes += static_cast<double>(tensor.buffer.bytes());
-  return bytes;
-}
-
 double Harness::sample(const std::function<void(CUstream)>& work) {
   flush_.fill_bytes(static_cast<unsigned char>(++flush_value_), stream_.get());
   start_.record(stream_.get());
@@ -459,10 +450,18 @@ double Harness::sample(const std::function<void(CUstream)>& work) {
 }
 
 double Harness::sample(detail::Kernel& kernel, const LaunchGeometry& geometry, detail::KernelArgs& args, int batch) {
-  return sample([&](CUstream stream) {
-           for (int i = 0; i < batch; ++i) detail::launch(kernel, geometry, args, stream);
-         }) /
-         batch;
+  const auto events = static_cast<std::size_t>(2 * batch);
+  while (launch_events_.size() < events) launch_events_.emplace_back();
+  for (std::size_t i = 0; i < events; i += 2) {
+    flush_.fill_bytes(static_cast<unsigned char>(++flush_value_), stream_.get());
+    launch_events_[i].record(stream_.get());
+    detail::launch(kernel, geometry, args, stream_.get());
+    launch_events_[i + 1].record(stream_.get());
+  }
+  launch_events_[events - 1].synchronize();
+  double total_ms = 0;
+  for (std::size_t i = 0; i < events; i += 2) total_ms += launch_events_[i + 1].elapsed_ms_since(launch_events_[i]);
+  return total_ms / batch;
 }
 
 Timing Harness::time(detail::Kernel& kernel, const LaunchGeometry& geometry, const Config& config,
@@ -473,7 +472,7 @@ Timing Harness::time(detail::Kernel& kernel, const LaunchGeometry& geometry, con
     stream_.synchronize();
     single_ms = sample(kernel, geometry, args, 1);
   }
-  const int batch = batch_size(single_ms, options, working_set_bytes());
+  const int batch = batch_size(single_ms, options);
   std::vector<double> samples;
   const auto began = std::chrono::steady_clock::now();
   Timing timing;

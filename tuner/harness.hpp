@@ -34,8 +34,11 @@ struct MeasureOptions {
   int max_repetitions = 400;
   double max_seconds = 0.5;
   double target_ci_percent = 1.0;
-  // A kernel faster than this is timed as back-to-back launches between one pair of events, so
-  // that the launch gap does not decide between candidates.
+  // A kernel faster than this is timed in batches: each launch after its own L2 flush, between
+  // its own pair of events, one synchronize a batch. The batch averages out the event timer's
+  // half-microsecond resolution; the flushes keep every launch as cold as the benchmark's (a batch
+  // that let later launches find their data in L2 chose split-K at 128^3 for its serial round
+  // trips, which cost 3 us more after a flush).
   double batch_below_ms = 0.02;
   double batch_sample_ms = 0.1;  // the length a batched sample aims for
   int max_batch = 512;
@@ -47,12 +50,8 @@ struct MeasureOptions {
 // Median, IQR and a distribution-free 95% confidence interval of the median (the order
 // statistics n/2 -+ 0.98 sqrt(n)), from samples in any order.
 Timing summarize(std::vector<double> samples);
-// Launches per sample for a kernel whose single launch took `single_ms` and whose tensors and
-// workspace take `working_set_bytes`. One when streaming those bytes from DRAM would be a tenth
-// of the launch or more: every launch of a batch after the first finds them in L2, which a real
-// workload's next launch rarely does (bf16 gemm at m=1, n=k=4096, 32 MB of weights: 13.3 us a
-// launch batched, 17.3 us after a flush, on the H200).
-int batch_size(double single_ms, const MeasureOptions& options, double working_set_bytes = 0);
+// Launches per sample for a kernel whose single launch took `single_ms`.
+int batch_size(double single_ms, const MeasureOptions& options);
 
 // Bit-exact IEEE half conversions, round to nearest even, for host-side data.
 std::uint16_t float_to_half(float value);
@@ -126,8 +125,6 @@ class Harness {
   // candidates' own random inputs sees the same data, and so the same power draw and clocks.
   // Throws Error(usage) for a name the kernel does not have.
   CUdeviceptr tensor_address(const std::string& name) const;
-  // The bytes a launch touches: its tensors and its workspace.
-  double working_set_bytes() const;
 
  private:
   struct Tensor {
@@ -145,7 +142,8 @@ class Harness {
   // The reference kernel's: the same buffers and scalars, its double output in place of the output.
   detail::KernelArgs reference_arguments(CUdeviceptr reference_output) const;
   void poison_outputs();
-  // One sample: flush L2, then `batch` launches between two events; milliseconds per launch.
+  // One sample of `batch` launches, each after an L2 flush and between its own two events;
+  // milliseconds per launch.
   double sample(detail::Kernel& kernel, const LaunchGeometry& geometry, detail::KernelArgs& args, int batch);
 
   const templates::KernelDescriptor& kernel_;
@@ -160,6 +158,7 @@ class Harness {
   detail::DeviceBuffer sums_;  // a gmjit::verify::Sums
   detail::DeviceBuffer flush_;
   detail::Event start_, stop_;
+  std::vector<detail::Event> launch_events_;  // a start and a stop per launch of the largest batch yet
   unsigned flush_value_ = 0;
   double last_verify_ms_ = 0;
   double tolerance_ = 0;

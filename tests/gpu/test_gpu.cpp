@@ -116,6 +116,45 @@ TEST(SM90_Harness, RejectsWrongValuesUnwrittenOutputsAndOutOfBoundsWrites) {
   }
 }
 
+// A batch of launches must time each launch from a cold L2, as a single flushed launch is timed:
+// a chain of 32 dependent loads waits on DRAM after a flush and on L2 in a batch that let the
+// second launch find the first one's lines, two to three times less.
+TEST(SM90_Harness, EveryLaunchOfABatchStartsFromAColdL2) {
+  GMJIT_REQUIRE_SM90();
+  const auto& kernel = templates::find_kernel("vector_add");
+  const std::int64_t n = 1 << 22;  // 16 MB of a: the chain's lines are scattered over it
+  detail::Context context(0);
+  tuner::Harness harness(kernel, {{"n", n}}, "fp32", device0(), 7);
+  const std::string code = R"(
+    template <int kHops> __global__ void chase(const float* a, const float* b, float* c, long long n) {
+      if (blockIdx.x != 0 || threadIdx.x != 0) return;
+      unsigned index = 12345u;
+      float sum = 0.f;
+      for (int hop = 0; hop < kHops; ++hop) {
+        const float value = a[index % n];
+        sum += value;
+        index = index * 2654435761u + __float_as_uint(value);
+      }
+      c[0] = sum + b[0];
+    })";
+  auto loaded = load_test_kernel("test/chase.cuh", code, "chase<32>");
+  LaunchGeometry geometry;
+  geometry.grid[0] = 1;
+  geometry.block[0] = 32;
+  tuner::MeasureOptions single;
+  single.batch_below_ms = 0;
+  tuner::MeasureOptions batched;
+  batched.batch_below_ms = 1.0;
+  const auto one = harness.time(*loaded.kernel, geometry, {}, single);
+  const auto many = harness.time(*loaded.kernel, geometry, {}, batched);
+  ASSERT_EQ(one.batch, 1);
+  ASSERT_GT(many.batch, 1);
+  std::printf("[ chase    ] one launch a sample %.2f us, %d a sample %.2f us\n", one.median_ms * 1e3, many.batch,
+              many.median_ms * 1e3);
+  EXPECT_GT(many.median_ms, 0.8 * one.median_ms) << "the batch's later launches found their data in L2";
+  EXPECT_LT(many.median_ms, 1.25 * one.median_ms);
+}
+
 // Baselines timed beside a candidate (cuBLAS in bench_gemm) run on these buffers: they must be the
 // descriptor's tensors, distinct, and hold the random inputs rather than constants.
 TEST(SM90_Harness, NamesTheBuffersItTimesOn) {

@@ -57,17 +57,6 @@ TEST(BatchSize, OnlyShortKernelsAreBatched) {
   EXPECT_EQ(gmjit::tuner::batch_size(1e-6, options), options.max_batch);
 }
 
-// A batch would serve every launch after the first from L2: kernels whose data takes a tenth of
-// their time or more to stream from DRAM are timed one launch per flush.
-TEST(BatchSize, KernelsThatStreamTheirDataAreNotBatched) {
-  gmjit::tuner::MeasureOptions options;
-  const double weights = 32.0 * (1 << 20);  // bf16 4096 x 4096: 8.4 us at 4 TB/s
-  EXPECT_EQ(gmjit::tuner::batch_size(0.0173, options, weights), 1);
-  EXPECT_EQ(gmjit::tuner::batch_size(0.005, options, 12.0), 20) << "a 1-element add stays batched";
-  EXPECT_EQ(gmjit::tuner::batch_size(0.005, options, 1e5), 20) << "25 ns of DRAM in a 5 us launch";
-  EXPECT_EQ(gmjit::tuner::batch_size(0.005, options, 2e6), 1) << "0.5 us of DRAM in a 5 us launch";
-}
-
 TEST(Choose, FastestWinsWhenClearlyFaster) {
   const auto c = gmjit::tuner::choose({ok_trial(1, 2.0), ok_trial(2, 1.0), ok_trial(3, 1.5)}, std::nullopt);
   ASSERT_TRUE(c.winner && c.runner_up);
