@@ -25,7 +25,7 @@ export GMJIT_REQUIRE_GPU=1 LD_LIBRARY_PATH=$D:/usr/local/cuda/lib64
 # otherwise): the suites share most instantiations, since a shape enters them only through its
 # alignment, so a split tier compiles each once. Keys hold the source and toolkit: a new pack's
 # changed templates miss.
-export GMJIT_TEST_BINARY_CACHE=/tmp/gmjit-dev-binaries.db
+export GMJIT_TEST_BINARY_CACHE=$D/binaries.db  # in a directory of our own: the store refuses a shared one such as /tmp
 for part in "${@:-tests}"; do
 case "$part" in
 tier)
