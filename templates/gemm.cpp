@@ -198,6 +198,14 @@ std::string wgmma_family_violation(const Config& c, const Shape& s) {
     return fmt::format("wgmma=1 splits k only while its {} tiles leave some of the {} SMs idle, not split_k={}",
                        tiles(c, s), kSms, c.at("split_k"));
   }
+  // Where the ring holds every 64-deep k-tile of a tile in flight at once, a split shortens no
+  // round trip, and its slices' reduction adds three (128^3: split 2 at 8.3 us a launch after an
+  // L2 flush, 0.70x cuBLAS, where 256^3's unsplit tile with twice the k took 5.9; H100).
+  if (c.at("split_k") > 1 && ceil_div(s.at("k"), 64) <= c.at("stages")) {
+    return fmt::format("wgmma=1 splits k only while its {} k-tiles of 64 outnumber the stages in flight, not "
+                       "split_k={} with stages={}",
+                       ceil_div(s.at("k"), 64), c.at("split_k"), c.at("stages"));
+  }
   if (!aligned(s)) {
     return fmt::format("wgmma=1 needs k and n multiples of 8 (TMA's 16-byte row strides), not k={} n={}: left to "
                        "wgmma=0",

@@ -278,16 +278,16 @@ TEST(Gemm, ValidConfigCounts) {
   // 1056 + stages*((bm+bn)*128+16) bytes: all six (2-6, 8) for 64x64, 64x128 and 128x64, 2-6 for
   // 128x128 and 64x192, 2-5 for 64x256, 256x64 and 128x192, 2-4 for 128x256 and 256x128: 61
   // cooperative and 36 pingpong. Times group_m 1 and 8 on tile grids of two rows and columns or
-  // more; none where k or n is not a multiple of 8. Split-K only where the tiles leave SMs idle
-  // and every slice gets a 64-deep k-tile. Clusters of two where bn >= 128 and there are two tile
+  // more; none where k or n is not a multiple of 8. Split-K only where the tiles leave SMs idle,
+  // every slice gets a 64-deep k-tile and k has more of them than the ring has stages. Clusters of two where bn >= 128 and there are two tile
   // rows: at 4096^2, 35 cooperative and 20 pingpong, times group_m 1 and 8.
   EXPECT_EQ(count_wgmma(gemm_shape(4096, 4096, 4096, 1)), 2 * 97u + 2 * 55u);  // 256 tiles or more: no split
   EXPECT_EQ(count_wgmma(gemm_shape(4096, 4096, 4096, 0)), 2 * 97u + 2 * 55u);
   EXPECT_EQ(count_wgmma(gemm_shape(64, 64, 8, 0)), 97u);  // one k-tile: no split; one tile row: no cluster
-  // Split 1 and 2, each: the 97, group_m 8 for the 64x64 tiles' 2x2 grid (6 cooperative, 6
-  // pingpong), clusters of the two 64-row tile rows for 64x128, 64x192 and 64x256 (6 + 5 + 4
-  // stages, one consumer or pingpong; group_m 1: the pair is one unit row).
-  EXPECT_EQ(count_wgmma(gemm_shape(128, 128, 128, 1)), 2 * (97u + 12u + 30u));
+  // The 97, group_m 8 for the 64x64 tiles' 2x2 grid (6 cooperative, 6 pingpong), clusters of the
+  // two 64-row tile rows for 64x128, 64x192 and 64x256 (6 + 5 + 4 stages, one consumer or
+  // pingpong; group_m 1: the pair is one unit row). No split: every ring holds both k-tiles.
+  EXPECT_EQ(count_wgmma(gemm_shape(128, 128, 128, 1)), 97u + 12u + 30u);
   EXPECT_EQ(count_wgmma(gemm_shape(16, 4096, 1024, 1)), 4 * 97u);  // 16 k-tiles: splits 1, 2, 4, 8
   EXPECT_EQ(count_wgmma(gemm_shape(17, 33, 29, 1)), 0u);
   EXPECT_EQ(count_wgmma(gemm_shape(1, 1, 1, 1)), 0u);
@@ -320,7 +320,7 @@ TEST(Gemm, ValidConfigCounts) {
     }
   }
   std::printf("[ configs  ] gemm: %zu per dtype at the gpu tier's shapes\n", total);
-  EXPECT_EQ(total, 4262u + 2 * (278u + 4 * 97u + 97u));
+  EXPECT_EQ(total, 4262u + 2 * (139u + 4 * 97u + 97u));
 }
 
 TEST(Gemm, NameExpressions) {
@@ -431,8 +431,14 @@ TEST(Gemm, WgmmaRules) {
   EXPECT_NE(k.violation(with(wgmma(128, 128, 4, 2), {{"split_k", 2}}), s).find("SMs idle"), std::string::npos)
       << "1024 tiles already fill the SMs";
   EXPECT_EQ(k.violation(with(wgmma(64, 128, 6, 1), {{"split_k", 4}}), gemm_shape(64, 4096, 4096, 1)), "");
-  EXPECT_NE(k.violation(with(wgmma(64, 128, 6, 1), {{"split_k", 8}}), gemm_shape(64, 4096, 256, 1)), "")
+  EXPECT_NE(k.violation(with(wgmma(64, 128, 2, 1), {{"split_k", 8}}), gemm_shape(64, 4096, 256, 1)).find("empty"),
+            std::string::npos)
       << "4 k-tiles leave slices empty";
+  EXPECT_NE(k.violation(with(wgmma(64, 64, 2, 1), {{"split_k", 2}}), gemm_shape(128, 128, 128, 1)).find("outnumber"),
+            std::string::npos)
+      << "2 stages hold both k-tiles in flight: a split shortens nothing";
+  EXPECT_EQ(k.violation(with(wgmma(64, 64, 2, 1), {{"split_k", 2}}), gemm_shape(128, 128, 192, 1)), "");
+  EXPECT_NE(k.violation(with(wgmma(64, 64, 3, 1), {{"split_k", 2}}), gemm_shape(128, 128, 192, 1)), "");
   EXPECT_NE(k.violation(with(k.default_config, {{"consumers", 2}}), s), "") << "consumers is wgmma=1's alone";
   EXPECT_NE(k.violation(with(k.default_config, {{"pingpong", 1}}), s), "") << "pingpong is wgmma=1's alone";
   EXPECT_EQ(k.violation(with(wgmma(128, 128, 4, 2), {{"pingpong", 1}}), s), "");
