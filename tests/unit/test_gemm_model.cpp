@@ -156,5 +156,19 @@ TEST(GemmModel, OneWaveShapesRankBn192TilesFirst) {
   EXPECT_EQ(count_if_first(large, 8, [](const Config& c) { return c.at("bn") == 192; }), 0u);
 }
 
+// At 128^3 the model put split-2 Hopper tiles first (its estimate counts a small grid's idle SMs
+// twice, so 8 blocks looked four times as fast as 4), and all 41 trials of a 40-evaluation tune
+// were split 2: 8.3 us a launch, 0.70x cuBLAS (H100, bench/NOTES.md, seventeenth session). The
+// Hopper family no longer splits where the ring holds every k-tile, so what leads the model's order
+// there is an unsplit wgmma tile.
+TEST(GemmModel, TinySquaresRankUnsplitWgmmaTilesFirst) {
+  for (const std::string dtype : {"bf16", "fp16"}) {
+    const auto order = ranked(dtype, gemm_shape(128, 128, 128, dtype == "bf16" ? 1 : 0));
+    ASSERT_FALSE(order.empty());
+    EXPECT_EQ(order.front().at("wgmma"), 1) << dtype << " " << format_assignments(order.front());
+    EXPECT_EQ(count_if_first(order, 8, splits), 0u) << dtype;
+  }
+}
+
 }  // namespace
 }  // namespace gmjit::tuner
