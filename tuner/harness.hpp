@@ -36,9 +36,9 @@ struct MeasureOptions {
   double target_ci_percent = 1.0;
   // A kernel faster than this is timed in batches: each launch after its own L2 flush, between
   // its own pair of events, one synchronize a batch. The batch averages out the event timer's
-  // half-microsecond resolution; the flushes keep every launch as cold as the benchmark's (a batch
-  // that let later launches find their data in L2 chose split-K at 128^3 for its serial round
-  // trips, which cost 3 us more after a flush).
+  // half-microsecond resolution; the flushes keep every launch as cold as bench_gemm's and as a
+  // workload's first (a chain of 32 dependent loads: 17.6 us a launch either way on an H100, where
+  // launches after the first of a batch that shares one flush find the chain in L2).
   double batch_below_ms = 0.02;
   double batch_sample_ms = 0.1;  // the length a batched sample aims for
   int max_batch = 512;

@@ -279,8 +279,9 @@ TEST(Gemm, ValidConfigCounts) {
   // 128x128 and 64x192, 2-5 for 64x256, 256x64 and 128x192, 2-4 for 128x256 and 256x128: 61
   // cooperative and 36 pingpong. Times group_m 1 and 8 on tile grids of two rows and columns or
   // more; none where k or n is not a multiple of 8. Split-K only where the tiles leave SMs idle,
-  // every slice gets a 64-deep k-tile and k has more of them than the ring has stages. Clusters of two where bn >= 128 and there are two tile
-  // rows: at 4096^2, 35 cooperative and 20 pingpong, times group_m 1 and 8.
+  // every slice gets a 64-deep k-tile and k has more of them than the ring has stages. Clusters of
+  // two where bn >= 128 and there are two tile rows: at 4096^2, 35 cooperative and 20 pingpong,
+  // times group_m 1 and 8.
   EXPECT_EQ(count_wgmma(gemm_shape(4096, 4096, 4096, 1)), 2 * 97u + 2 * 55u);  // 256 tiles or more: no split
   EXPECT_EQ(count_wgmma(gemm_shape(4096, 4096, 4096, 0)), 2 * 97u + 2 * 55u);
   EXPECT_EQ(count_wgmma(gemm_shape(64, 64, 8, 0)), 97u);  // one k-tile: no split; one tile row: no cluster
