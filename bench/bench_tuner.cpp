@@ -8,7 +8,7 @@
 //   stability   the same tuning repeated: how often it picks the same winner (or one as fast)
 //   search      one long search per shape of a shapes file (exhaustive, or with --long-strategy
 //               random an even sample under --max-evaluations), measured once; then every
-//               strategy (model, random, climb, evolve; the seeded ones over several seeds)
+//               strategy (model, random, climb, evolve, surrogate; the seeded ones over several seeds)
 //               replayed against its trials (tuner/replay.hpp): evaluations to within 2% of the
 //               long search's best, and their best-so-far curves. --json-out keeps every shape's
 //               trials, and --replay FILE replays the strategies on them again with no GPU
@@ -589,8 +589,8 @@ struct SearchArgs {
   // Under a cap, exhaustive measures the first candidates of the domain order (one corner of the
   // space); random samples the whole space evenly, so the replays do not inherit a corner.
   std::string long_strategy = "exhaustive";
-  std::vector<std::string> strategies{"model", "random", "climb", "evolve"};
-  std::string judged = "evolve";
+  std::vector<std::string> strategies{"model", "random", "climb", "evolve", "surrogate"};
+  std::string judged = "surrogate";
   std::uint64_t seeds = 5;
   std::size_t ahead = 0;
   double within_percent = 2.0;

@@ -13,7 +13,8 @@
   X(model)                  \
   X(transfer)               \
   X(climb)                  \
-  X(evolve)
+  X(evolve)                 \
+  X(surrogate)
 
 namespace gmjit::tuner {
 
