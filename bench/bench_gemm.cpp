@@ -42,6 +42,7 @@ struct Options {
   int samples = 30;
   std::size_t tune_evaluations = 40;
   double tune_seconds = 0;
+  std::string strategy = "model";
   bool list = false;
 };
 
@@ -96,6 +97,7 @@ void resolve_winners(const Options& o, std::vector<Row>& rows) {
   runtime_options.miss_policy = MissPolicy::tune;
   runtime_options.tune.max_evaluations = o.tune_evaluations;
   runtime_options.tune.max_seconds = o.tune_seconds;
+  runtime_options.tune.strategy = o.strategy;
   Runtime runtime(runtime_options);
   for (std::size_t i = 0; i < rows.size(); ++i) {
     Row& row = rows[i];
@@ -296,8 +298,9 @@ int run(const Options& o) {
   }
   cublasDestroy(handle);
   std::printf("bench_gemm on %s (%s): median of %d samples each, L2 flushed before every sample, CUDA events; "
-              "cuBLAS = cublasGemmEx, same dtypes and layout, CUBLAS_COMPUTE_32F; tuning budget %zu evaluations\n\n",
-              device.name.c_str(), device.arch.c_str(), o.samples, o.tune_evaluations);
+              "cuBLAS = cublasGemmEx, same dtypes and layout, CUBLAS_COMPUTE_32F; tuning budget %zu evaluations, "
+              "strategy %s\n\n",
+              device.name.c_str(), device.arch.c_str(), o.samples, o.tune_evaluations, o.strategy.c_str());
   print_table(rows);
   print_targets(rows);
   if (!o.json_out.empty()) {
@@ -329,9 +332,12 @@ int main(int argc, char** argv) {
   app.add_option("--tune-seconds", o.tune_seconds, "wall budget per tuning (0: none)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_option("--strategy", o.strategy, "the search strategy of the tunings (gmtune tune --help lists them)")
+      ->capture_default_str();
   app.add_flag("--list", o.list, "print the selected shapes and stop (no GPU needed)");
   CLI11_PARSE(app, argc, argv);
   try {
+    strategy_summary(o.strategy);  // an unknown name fails here, as a usage error, not at the first tuning
     if (o.cache.empty()) o.cache = default_cache_path();
     return run(o);
   } catch (const Error& e) {
