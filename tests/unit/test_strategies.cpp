@@ -425,6 +425,20 @@ TEST(Strategies, SurrogateStartsWithTheModelsPicksAndWaitsForResults) {
   EXPECT_EQ(searcher->ask(32), std::vector<std::size_t>(order.begin() + 8, order.begin() + 12));
 }
 
+// With a cache, the nearest tuned shapes' winners go first (one that is not a candidate here is
+// passed over), then the model's 8.
+TEST(Strategies, SurrogateSeedsFromTheNearestWinnersFirst) {
+  auto space = mispriced_value();
+  const Config known{{"p0", 2}, {"p1", 2}, {"p2", 2}, {"p3", 2}, {"p4", 2}};
+  space.nearest_winners = [&](std::size_t) { return std::vector<Config>{known, {{"p0", 9}}}; };
+  const auto order = cheapest_first(space);
+  const auto first = find_strategy("surrogate").make(space)->ask(32);
+  ASSERT_EQ(first.size(), 9u);
+  EXPECT_EQ(space.candidates.at(first[0]), known);
+  EXPECT_EQ(std::vector<std::size_t>(first.begin() + 1, first.end()),
+            std::vector<std::size_t>(order.begin(), order.begin() + 8));
+}
+
 TEST(Strategies, ExhaustiveIsDomainOrderAndTimesEachInFull) {
   EXPECT_EQ(run_all("exhaustive", ten_candidates()), (std::vector<std::size_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
   EXPECT_FALSE(find_strategy("exhaustive").successive_halving);

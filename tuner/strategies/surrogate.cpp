@@ -1,5 +1,5 @@
-// surrogate: learns where the cost model is wrong and by how much. The model's cheapest few
-// first; then, after every measurement, a ridge regression of log(measured / estimated) on the
+// surrogate: learns where the cost model is wrong and by how much. The winners of the nearest
+// tuned shapes and the model's cheapest few first; then, after every measurement, a ridge regression of log(measured / estimated) on the
 // candidates' parameter values (one indicator per value of each parameter that varies), and the
 // untried candidate whose corrected estimate is lowest goes next. The model's errors on a tile
 // space are mostly per parameter value (it misprices one consumer, or deep rings, or a split,
@@ -22,6 +22,7 @@ namespace gmjit::tuner {
 
 namespace {
 
+constexpr std::size_t kNearestShapes = 3;   // as transfer and evolve: the three nearest shapes' winners
 constexpr std::size_t kSeeds = 8;           // the model's picks measured before any correction
 constexpr std::size_t kMaxOutstanding = 4;  // handed out before their results refit the correction
 // In units of one measurement: a value's correction moves halfway to its measurements' mean
@@ -81,15 +82,28 @@ class SurrogateSearcher : public Searcher {
       log_estimate_.push_back(space.estimate_ms ? std::log(std::max(1e-9, space.estimate_ms(config))) : 0.0);
     }
     correction_.assign(features_, 0.0);
+    std::map<Config, std::size_t> index_of;
+    for (std::size_t i = 0; i < space.candidates.size(); ++i) index_of.emplace(space.candidates[i], i);
+    std::vector<bool> chosen(space.candidates.size(), false);
+    auto choose = [&](std::size_t index) {
+      if (chosen[index]) return;
+      chosen[index] = true;
+      first_.push_back(index);
+    };
+    if (space.nearest_winners) {
+      for (const auto& winner : space.nearest_winners(kNearestShapes)) {
+        if (const auto it = index_of.find(winner); it != index_of.end()) choose(it->second);
+      }
+    }
+    for (std::size_t i = 0; i < std::min(kSeeds, model_order_.size()); ++i) choose(model_order_[i]);
   }
 
   std::vector<std::size_t> ask(std::size_t count) override {
     std::vector<std::size_t> out;
     while (out.size() < count) {
       std::optional<std::size_t> next;
-      if (seeded_ < std::min(kSeeds, handed_.size())) {
-        next = next_in_model_order();
-        ++seeded_;
+      if (seeded_ < first_.size()) {
+        next = first_[seeded_++];
       } else if (outstanding_ < kMaxOutstanding) {
         next = lowest_corrected();
       }
@@ -110,12 +124,6 @@ class SurrogateSearcher : public Searcher {
   }
 
  private:
-  std::optional<std::size_t> next_in_model_order() {
-    while (model_next_ < model_order_.size() && handed_[model_order_[model_next_]]) ++model_next_;
-    if (model_next_ == model_order_.size()) return std::nullopt;
-    return model_order_[model_next_];
-  }
-
   // The untried candidate of lowest log estimate plus correction; ties in the model's order.
   std::optional<std::size_t> lowest_corrected() {
     std::optional<std::size_t> best;
@@ -160,7 +168,7 @@ class SurrogateSearcher : public Searcher {
   std::vector<double> correction_;  // per feature, added to the log estimate
   std::vector<std::size_t> measured_;  // ok trials, in the order told
   std::vector<double> residual_;       // their log(measured / estimated)
-  std::size_t model_next_ = 0;
+  std::vector<std::size_t> first_;  // the nearest winners, then the model's cheapest
   std::size_t seeded_ = 0;
   std::size_t outstanding_ = 0;
 };
@@ -169,7 +177,7 @@ class SurrogateSearcher : public Searcher {
 
 StrategyInfo surrogate_strategy() {
   return {"surrogate",
-          "learns the model's errors from each measurement: the model's best 8, then the untried candidate whose "
+          "learns the model's errors from each measurement: the nearest shapes' winners and the model's best 8, then the untried candidate whose "
           "estimate, corrected per parameter value by a ridge fit of log(measured / estimated), is lowest",
           false, [](const SearchSpace& space) { return std::make_unique<SurrogateSearcher>(space); }};
 }
