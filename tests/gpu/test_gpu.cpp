@@ -233,9 +233,12 @@ TEST(SM90_Tune, PicksAVerifiedWinnerAndRecordsEveryCandidate) {
   EXPECT_EQ(report.trials.size(), templates::all_configs(templates::find_kernel("vector_add")).size());
   const auto& winner = report.trials[*report.winner];
   EXPECT_EQ(winner.status, TrialStatus::ok);
-  // Within the measured noise the simpler configuration may win over a faster-looking one.
+  // Within the measured noise the simpler configuration may win over a faster-looking one. The
+  // bound is choose()'s largest noise, 3%: a trial timed once, before the finalists' interleaved
+  // re-timing, can read faster than the winner's re-timed median (7.0 us against 7.08 on an H100,
+  // trials of ~7 us whose configurations all run alike).
   for (const auto& t : report.trials) {
-    if (t.status == TrialStatus::ok) EXPECT_GE(t.median_ms * (1.01 + (t.ci_percent + winner.ci_percent) / 100), winner.median_ms);
+    if (t.status == TrialStatus::ok) EXPECT_GE(t.median_ms * (1.03 + (t.ci_percent + winner.ci_percent) / 100), winner.median_ms);
   }
   // Verification ran before timing: every ok trial has a finite error within tolerance, and
   // kernels this short are timed as batches of launches.
