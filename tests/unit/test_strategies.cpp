@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -153,8 +154,11 @@ double grid_ms(const Config& c) {
   return 1.0 + 0.02 * (dx * dx + dy * dy);
 }
 
-// Evaluations until the fastest point is measured, asking `ahead` at a time.
-std::size_t evaluations_to_optimum(const std::string& strategy, const SearchSpace& space, std::size_t ahead) {
+// Evaluations until a candidate that `found` accepts is measured (with `ms_of`), asking `ahead`
+// at a time as the session does; the candidates told when never.
+std::size_t evaluations_until(const std::string& strategy, const SearchSpace& space, std::size_t ahead,
+                              const std::function<double(const Config&)>& ms_of,
+                              const std::function<bool(const Config&, double)>& found) {
   const auto searcher = find_strategy(strategy).make(space);
   std::vector<std::size_t> asked;
   for (std::size_t told = 0;;) {
@@ -166,10 +170,17 @@ std::size_t evaluations_to_optimum(const std::string& strategy, const SearchSpac
     const std::size_t k = asked.front();
     asked.erase(asked.begin());
     const Config& c = space.candidates.at(k);
-    searcher->tell(k, timed(c, grid_ms(c)));
+    const double ms = ms_of(c);
+    searcher->tell(k, timed(c, ms));
     ++told;
-    if (c.at("x") == 9 && c.at("y") == 3) return told;
+    if (found(c, ms)) return told;
   }
+}
+
+// Evaluations until the fastest point is measured, asking `ahead` at a time.
+std::size_t evaluations_to_optimum(const std::string& strategy, const SearchSpace& space, std::size_t ahead) {
+  return evaluations_until(strategy, space, ahead, grid_ms,
+                           [](const Config& c, double) { return c.at("x") == 9 && c.at("y") == 3; });
 }
 
 // climb learns where the model is wrong: it reaches the optimum in a fifth of the evaluations the
@@ -303,21 +314,7 @@ double five_axes_ms(const Config& c) {
 // Evaluations until a candidate within 2% of the optimum (1.0 ms) is measured, asking `ahead` at
 // a time as the session does; the candidates told when never.
 std::size_t evaluations_to_within_2_percent(const std::string& strategy, const SearchSpace& space, std::size_t ahead) {
-  const auto searcher = find_strategy(strategy).make(space);
-  std::vector<std::size_t> asked;
-  for (std::size_t told = 0;;) {
-    if (asked.size() < ahead) {
-      const auto next = searcher->ask(ahead - asked.size());
-      asked.insert(asked.end(), next.begin(), next.end());
-    }
-    if (asked.empty()) return told;
-    const std::size_t k = asked.front();
-    asked.erase(asked.begin());
-    const double ms = five_axes_ms(space.candidates.at(k));
-    searcher->tell(k, timed(space.candidates[k], ms));
-    ++told;
-    if (ms <= 1.02) return told;
-  }
+  return evaluations_until(strategy, space, ahead, five_axes_ms, [](const Config&, double ms) { return ms <= 1.02; });
 }
 
 // evolve learns what the model gets wrong, and leaves the nearer, slower basin: over ten fixed
@@ -349,6 +346,15 @@ TEST(Strategies, EvolveFindsTheOptimumOfAMisleadinglyModelledSpaceInAFewPercentO
 // factor, and the cost model has every factor right but value 3's, which it prices at 1.25 where
 // it is 0.9. The optimum is value 3 everywhere (0.59 ms); the model ranks it last of all, and the
 // next fastest configuration is 11% slower.
+double per_value_product(const Config& c, double value3) {
+  const double factor[4] = {1.0, 1.1, 1.2, value3};
+  double ms = 1.0;
+  for (const auto& [name, value] : c) ms *= factor[value];
+  return ms;
+}
+
+double mispriced_value_ms(const Config& c) { return per_value_product(c, 0.9); }
+
 SearchSpace mispriced_value() {
   SearchSpace space;
   for (std::int64_t i = 0; i < 1024; ++i) {
@@ -356,40 +362,14 @@ SearchSpace mispriced_value() {
     for (int axis = 0; axis < 5; ++axis) c["p" + std::to_string(axis)] = (i >> (2 * axis)) & 3;
     space.candidates.push_back(c);
   }
-  auto product = [](const Config& c, double value3) {
-    const double factor[4] = {1.0, 1.1, 1.2, value3};
-    double ms = 1.0;
-    for (const auto& [name, value] : c) ms *= factor[value];
-    return ms;
-  };
-  space.estimate_ms = [product](const Config& c) { return product(c, 1.25); };
+  space.estimate_ms = [](const Config& c) { return per_value_product(c, 1.25); };
   return space;
 }
 
-double mispriced_value_ms(const Config& c) {
-  const double factor[4] = {1.0, 1.1, 1.2, 0.9};
-  double ms = 1.0;
-  for (const auto& [name, value] : c) ms *= factor[value];
-  return ms;
-}
-
 std::size_t evaluations_to_all_threes(const std::string& strategy, std::size_t ahead) {
-  const auto space = mispriced_value();
-  const auto searcher = find_strategy(strategy).make(space);
-  std::vector<std::size_t> asked;
-  for (std::size_t told = 0;;) {
-    if (asked.size() < ahead) {
-      const auto next = searcher->ask(ahead - asked.size());
-      asked.insert(asked.end(), next.begin(), next.end());
-    }
-    if (asked.empty()) return told;
-    const std::size_t k = asked.front();
-    asked.erase(asked.begin());
-    const Config& c = space.candidates.at(k);
-    searcher->tell(k, timed(c, mispriced_value_ms(c)));
-    ++told;
-    if (c == Config{{"p0", 3}, {"p1", 3}, {"p2", 3}, {"p3", 3}, {"p4", 3}}) return told;
-  }
+  const Config optimum{{"p0", 3}, {"p1", 3}, {"p2", 3}, {"p3", 3}, {"p4", 3}};
+  return evaluations_until(strategy, mispriced_value(), ahead, mispriced_value_ms,
+                           [&](const Config& c, double) { return c == optimum; });
 }
 
 // surrogate learns a value the model misprices from the first few candidates that have it, and

@@ -1,11 +1,12 @@
 // surrogate: learns where the cost model is wrong and by how much. The winners of the nearest
-// tuned shapes and the model's cheapest few first; then, after every measurement, a ridge regression of log(measured / estimated) on the
-// candidates' parameter values (one indicator per value of each parameter that varies), and the
-// untried candidate whose corrected estimate is lowest goes next. The model's errors on a tile
-// space are mostly per parameter value (it misprices one consumer, or deep rings, or a split,
-// wherever they occur), so a few measurements that share such a value correct the rank of every
-// untried candidate with it; climb and evolve only look near what they measured.
-// The ridge pulls every correction toward none: with few measurements the model's order stands.
+// tuned shapes and the model's cheapest few first; then, after every measurement, a ridge
+// regression of log(measured / estimated) on the candidates' parameter values (one indicator per
+// value of each parameter that varies), and the untried candidate whose corrected estimate is
+// lowest goes next. The model's errors on a tile space are mostly per parameter value (it
+// misprices one consumer, or deep rings, or a split, wherever they occur), so a few measurements
+// that share such a value correct the rank of every untried candidate with it; climb and evolve
+// only look near what they measured. The ridge pulls every correction toward none: with few
+// measurements the model's order stands.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -177,8 +178,9 @@ class SurrogateSearcher : public Searcher {
 
 StrategyInfo surrogate_strategy() {
   return {"surrogate",
-          "learns the model's errors from each measurement: the nearest shapes' winners and the model's best 8, then the untried candidate whose "
-          "estimate, corrected per parameter value by a ridge fit of log(measured / estimated), is lowest",
+          "learns the model's errors from each measurement: the nearest shapes' winners and the model's best 8, "
+          "then the untried candidate whose estimate, corrected per parameter value by a ridge fit of "
+          "log(measured / estimated), is lowest",
           false, [](const SearchSpace& space) { return std::make_unique<SurrogateSearcher>(space); }};
 }
 
