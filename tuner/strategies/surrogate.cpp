@@ -9,6 +9,7 @@
 // measurements the model's order stands.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <map>
 #include <optional>
@@ -118,7 +119,7 @@ class SurrogateSearcher : public Searcher {
 
   void tell(std::size_t candidate, const TrialReport& trial) override {
     if (outstanding_ > 0) --outstanding_;
-    if (trial.status != TrialStatus::ok || !(trial.median_ms > 0)) return;
+    if (trial.status != TrialStatus::ok || !(trial.median_ms > 0) || candidate >= log_estimate_.size()) return;
     measured_.push_back(candidate);
     residual_.push_back(std::log(trial.median_ms) - log_estimate_[candidate]);
     refit();
