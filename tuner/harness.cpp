@@ -358,9 +358,9 @@ double Harness::verify(detail::Kernel& kernel, const LaunchGeometry& geometry, c
   // Each candidate starts from a zeroed workspace, as the Runtime's does, so one that leaves it
   // dirty cannot fail the next. The launch checked is the second: a kernel that leaves its
   // workspace in a state the next launch misreads fails here, and the checked launch's time, which
-  // sizes the timing's batches (last_verify_ms), holds no first-launch cost (loading the function
-  // under lazy module loading): checked as a first launch, a 1-element add read at least the 20 us
-  // of the batch rule on an H100 and was timed unbatched.
+  // sizes the timing's batches (last_verify_ms), holds no first-launch cost (a first launch may
+  // also load the function, under lazy module loading): checked as its first launch, a 1-element
+  // add read at least the 20 us of the batch rule on an H100 and was timed unbatched.
   if (workspace_need_) workspace_.clear(stream_.get());
   detail::launch(kernel, geometry, args, stream_.get());
   poison_outputs();
