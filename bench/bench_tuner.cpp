@@ -666,7 +666,7 @@ Recording recording_from_json(const json& recorded) {
   Recording out;
   for (const auto& trial : recorded.at("trials")) {
     TrialReport t;
-    t.config = trial.at("config").get<Config>();
+    t.config = templates::with_defaults(kernel, trial.at("config").get<Config>());
     t.status = parse_trial_status(trial.at("status").get<std::string>());
     t.median_ms = trial.at("median_ms").get<double>();
     t.spread = trial.at("spread").get<double>();

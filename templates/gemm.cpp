@@ -43,7 +43,7 @@ enum Path : std::int64_t { kMma = 0, kSkinny = 1 };
 const char* const kMmaParams[] = {"bm", "bn", "bk", "warps_m", "warps_n", "stages", "group_m"};
 // The Hopper family shares the tile parameters and adds its own; bk is fixed at 64 (one 128-byte
 // swizzle span of 16-bit elements) and the warp grid is its warpgroups, so warps_* stay default.
-const char* const kWgmmaParams[] = {"bm", "bn", "stages", "group_m", "consumers", "pingpong", "cluster"};
+const char* const kWgmmaParams[] = {"bm", "bn", "stages", "group_m", "consumers", "pingpong", "cluster", "tma_store"};
 const char* const kSkinnyParams[] = {"sk_warps", "sk_cols", "sk_unroll"};
 
 Config default_config() {
@@ -53,7 +53,7 @@ Config default_config() {
   return {{"path", kMma},    {"bm", 128},      {"bn", 128},     {"bk", 32},       {"warps_m", 2},
           {"warps_n", 2},    {"stages", 3},    {"group_m", 1},  {"split_k", 1},   {"sk_warps", 8},
           {"sk_cols", 2},    {"sk_unroll", 4},  {"wgmma", 0},     {"consumers", 1},
-          {"pingpong", 0},   {"cluster", 1}};
+          {"pingpong", 0},   {"cluster", 1},    {"tma_store", 0}};
 }
 
 constexpr const char* kConstraints =
@@ -70,7 +70,8 @@ constexpr const char* kConstraints =
     "strides; other shapes are left to wgmma=0), bm a multiple of 64*consumers, (bm/consumers/64)*(bn/2) <= 128 accumulators a consumer thread, "
     "1056+stages*((bm+bn)*128+16) <= 232448 shared bytes; pingpong=1 (whole tiles in turn, (bm/64)*(bn/2) <= 128) "
     "only with consumers=2; cluster=2 (two blocks on adjacent tile rows, B multicast) needs bn >= 128 and two tile "
-    "rows or more; consumers, pingpong and cluster at their defaults with wgmma=0. "
+    "rows or more; tma_store=1 (C through shared memory and a TMA store, 16384 shared bytes a consumer more) only "
+    "with split_k=1; consumers, pingpong, cluster and tma_store at their defaults with wgmma=0. "
     "Both: split_k > 1 only when m*n <= 2^25, every k-slice is non-empty and the grid has under two waves of "
     "132 blocks";
 
@@ -141,9 +142,11 @@ bool is_wgmma(const Config& c) { return c.at("path") == kMma && c.at("wgmma") ==
 
 // Mirrors gmjit::wgmma_detail::wgmma_smem_bytes in gmjit/gemm_wgmma.cuh: 1024 bytes to align the
 // ring for the 128-byte swizzle, two turn mbarriers and two split-K flags, the stages' A and B
-// tiles (64 deep, 128 bytes a row) and a full and an empty mbarrier per stage.
+// tiles (64 deep, 128 bytes a row) and a full and an empty mbarrier per stage; with tma_store,
+// two 64 x 64 store buffers (8 KiB) a consumer.
 std::int64_t wgmma_smem_bytes(const Config& c) {
-  return 1024 + 32 + c.at("stages") * ((c.at("bm") + c.at("bn")) * 128 + 16);
+  return 1024 + 32 + c.at("stages") * ((c.at("bm") + c.at("bn")) * 128 + 16) +
+         c.at("tma_store") * c.at("consumers") * 2 * 8192;
 }
 
 // Rows of the tile one consumer warpgroup accumulates: all of them with pingpong (the consumers
@@ -172,14 +175,17 @@ std::string wgmma_violation(const Config& c) {
                        wgmma_accumulators(c), wgmma_consumer_rows(c), bn);
   }
   if (wgmma_smem_bytes(c) > kMaxSharedBytes) {
-    return fmt::format("1056+stages*((bm+bn)*128+16) = {} shared bytes, more than {} [7]", wgmma_smem_bytes(c),
-                       kMaxSharedBytes);
+    return fmt::format("1056+stages*((bm+bn)*128+16)+tma_store*consumers*16384 = {} shared bytes, more than {} [7]",
+                       wgmma_smem_bytes(c), kMaxSharedBytes);
   }
   if (pingpong && consumers < 2) return "pingpong=1 takes tiles in turn between two consumers, not one [8]";
   const std::int64_t cluster = c.at("cluster");
   if (cluster != 1 && cluster != 2) return fmt::format("cluster={} is not 1 or 2 [9]", cluster);
   if (cluster == 2 && bn < 128) {
     return fmt::format("cluster=2 splits B's tile in halves of 64 rows or panels: bn={} [9]", bn);
+  }
+  if (c.at("tma_store") != 0 && c.at("tma_store") != 1) {
+    return fmt::format("tma_store={} is not 0 or 1 [10]", c.at("tma_store"));
   }
   return {};
 }
@@ -210,6 +216,11 @@ std::string wgmma_family_violation(const Config& c, const Shape& s) {
     return fmt::format("wgmma=1 needs k and n multiples of 8 (TMA's 16-byte row strides), not k={} n={}: left to "
                        "wgmma=0",
                        s.at("k"), s.at("n"));
+  }
+  // A split tile converts its sums through the workspace, never through the store buffers: the
+  // same kernel as tma_store=0.
+  if (c.at("tma_store") != 0 && c.at("split_k") > 1) {
+    return fmt::format("tma_store=1 stores unsplit tiles; split_k={} converts through the workspace", c.at("split_k"));
   }
   if (c.at("cluster") > 1 && ceil_div(s.at("m"), c.at("bm")) < 2) {
     return fmt::format("cluster={} pairs tile rows, and m={} is one row of bm={}", c.at("cluster"), s.at("m"),
@@ -272,7 +283,7 @@ std::string violation(const Config& c, const Shape& s) {
     if (c.at("wgmma") == 1) {
       if (auto why = wgmma_family_violation(c, s); !why.empty()) return why;
     } else {
-      for (const char* p : {"consumers", "pingpong", "cluster"}) {
+      for (const char* p : {"consumers", "pingpong", "cluster", "tma_store"}) {
         if (c.at(p) != defaults.at(p)) {
           return fmt::format("wgmma=0 does not use {}: only {}={} (the default) is kept", p, p, defaults.at(p));
         }
@@ -298,7 +309,8 @@ std::string violation(const Config& c, const Shape& s) {
   } else {
     if (s.at("m") > kSkinnyMaxM) return fmt::format("path=1 (skinny) is for m <= 16, not m={}", s.at("m"));
     for (const char* p :
-         {"bm", "bn", "bk", "warps_m", "warps_n", "stages", "group_m", "wgmma", "consumers", "pingpong", "cluster"}) {
+         {"bm", "bn", "bk", "warps_m", "warps_n", "stages", "group_m", "wgmma", "consumers", "pingpong", "cluster",
+          "tma_store"}) {
       if (c.at(p) != defaults.at(p)) {
         return fmt::format("path=1 does not use {}: only {}={} (the default) is kept", p, p, defaults.at(p));
       }
@@ -439,6 +451,7 @@ KernelDescriptor gemm_descriptor() {
       {"consumers", {1, 2}, "wgmma=1: consumer warpgroups, each bm/consumers rows of the tile (pingpong=0)"},
       {"pingpong", {0, 1}, "wgmma=1, consumers=2: 1 = the consumers take whole tiles in turn (epilogue overlaps)"},
       {"cluster", {1, 2}, "wgmma=1: 2 = clusters of two blocks on adjacent tile rows, B's tile multicast to both"},
+      {"tma_store", {0, 1}, "wgmma=1, split_k=1: 1 = C leaves through shared memory (64x64 chunks) and a TMA store"},
   };
   d.default_config = default_config();
   d.configurations = [params = d.params] { return configurations(params); };
@@ -455,9 +468,9 @@ KernelDescriptor gemm_descriptor() {
                          c.at("sk_warps"), c.at("sk_cols"), c.at("sk_unroll"), flag(aligned(s)));
     }
     if (c.at("wgmma") == 1) {
-      return fmt::format("gmjit::gemm_wgmma<{}, {}, {}, {}, {}, {}, {}, {}, {}>", dtype_arg(t), trans_b, c.at("bm"),
-                         c.at("bn"), c.at("stages"), c.at("consumers"), c.at("group_m"), flag(c.at("pingpong") != 0),
-                         c.at("cluster"));
+      return fmt::format("gmjit::gemm_wgmma<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}>", dtype_arg(t), trans_b,
+                         c.at("bm"), c.at("bn"), c.at("stages"), c.at("consumers"), c.at("group_m"),
+                         flag(c.at("pingpong") != 0), c.at("cluster"), flag(c.at("tma_store") != 0));
     }
     // split_k is the grid's depth (geometry below), so every split shares one compile.
     return fmt::format("gmjit::gemm_mma<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}>", dtype_arg(t), trans_b, c.at("bm"),
@@ -497,7 +510,8 @@ KernelDescriptor gemm_descriptor() {
   // The Hopper family's operands arrive through TMA: a map of A (box bm x 64) and of B (box
   // (bn / cluster) x 64 with trans_b=1: each block of a cluster loads its half; 64 x 64 panels of
   // the k x n matrix with trans_b=0), 128-byte swizzled, encoded once per address and shape
-  // (detail::tile_map's cache).
+  // (detail::tile_map's cache). C's map (64 x 64 boxes) is an argument of every configuration;
+  // tma_store=1 stores through it.
   d.add_address_args = [](detail::KernelArgs& args, const Config& c, const Shape& s, const DtypeInfo& t,
                           const std::uint64_t* addresses) {
     if (!is_wgmma(c)) return;
@@ -512,8 +526,11 @@ KernelDescriptor gemm_descriptor() {
                                                       detail::TileSwizzle::bytes128}
                                 : detail::TileMapSpec{addresses[1], bytes, k, n, n * bytes, 64, 64,
                                                       detail::TileSwizzle::bytes128};
-    const detail::TileMap map_a = detail::tile_map(a), map_b = detail::tile_map(b);
-    args.add_bytes(map_a.bytes, sizeof map_a.bytes).add_bytes(map_b.bytes, sizeof map_b.bytes);
+    const detail::TileMapSpec c_spec{addresses[2], bytes, m, n, n * bytes, 64, 64, detail::TileSwizzle::bytes128};
+    const detail::TileMap map_a = detail::tile_map(a), map_b = detail::tile_map(b), map_c = detail::tile_map(c_spec);
+    args.add_bytes(map_a.bytes, sizeof map_a.bytes)
+        .add_bytes(map_b.bytes, sizeof map_b.bytes)
+        .add_bytes(map_c.bytes, sizeof map_c.bytes);
   };
   // With k and n multiples of 8 every family moves A, B and C in 16-byte pieces (the mma tiles'
   // cp.async and stores, the skinny path's loads, TMA and the Hopper epilogue's row octets).
@@ -610,9 +627,14 @@ KernelDescriptor gemm_descriptor() {
       const double area = bm * bn / (128.0 * 256.0);
       // Clusters of two (B multicast) ran at this speed of the same tile without, on an H100 (NOTES,
       // thirteenth session): 1.00-1.14x at 4096^3, 0.89-1.00x at 8192^3 (five tiles, both layouts).
+      // The TMA store epilogue has not met a GPU yet (NOTES, nineteenth session): priced 2% below
+      // the register epilogue, which measured 5.7% of the consumers' stalls at 4096^3, so that the
+      // model's order tries it after the measured epilogue's close rivals instead of pairing every
+      // candidate with its twin. surrogate's per-value correction moves it once it is measured.
       w.compute_efficiency = 14.8 * 0.78 * std::sqrt(std::min(area, 1.0)) * wave_fill *
                              (c.at("stages") >= 3 ? 1.0 : 0.8) * (c.at("consumers") == 2 ? 1.0 : 0.85) *
-                             (c.at("pingpong") != 0 ? 1.04 : 1.0) * (c.at("cluster") > 1 ? 0.98 : 1.0);
+                             (c.at("pingpong") != 0 ? 1.04 : 1.0) * (c.at("cluster") > 1 ? 0.98 : 1.0) *
+                             (c.at("tma_store") != 0 ? 0.98 : 1.0);
       w.shared_bytes = wgmma_smem_bytes(c);
       w.registers = 168;
       // The producer issues asynchronous copies and the consumers asynchronous wgmmas: one block

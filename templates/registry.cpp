@@ -379,6 +379,11 @@ NormalizedProblem normalize_problem(const std::string& kernel, const Shape& shap
   return normalize_problem(find_kernel(kernel), shape, dtype);
 }
 
+Config with_defaults(const KernelDescriptor& kernel, Config config) {
+  for (const auto& [key, value] : kernel.default_config) config.emplace(key, value);
+  return config;
+}
+
 Config resolve_config(const KernelDescriptor& kernel, const Shape& shape, const std::string& dtype,
                       const Config& partial) {
   const NormalizedProblem problem = normalize_problem(kernel, shape, dtype);

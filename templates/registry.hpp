@@ -284,6 +284,11 @@ NormalizedProblem normalize_problem(const KernelDescriptor& kernel, const Shape&
 Config resolve_config(const KernelDescriptor& kernel, const Shape& shape, const std::string& dtype,
                       const Config& partial);
 
+// `config` with each parameter it does not name at the kernel's default. A parameter is added with
+// a default that keeps the kernel as it was, so a configuration recorded before it existed (a
+// cached winner, a search recording) names the configuration it ran as.
+Config with_defaults(const KernelDescriptor& kernel, Config config);
+
 // Sets kernel.tensor_specs and the tensors() that evaluates them (templates/manifest.cpp holds the
 // expression language). Throws Error(usage) for an expression that is not one, or names
 // anything but kernel.problem_keys, which must be set first.

@@ -80,6 +80,7 @@ void apply_timing(TrialReport& trial, const Timing& t) {
 // the distance the runtime's nearest-shape fallback ranks by).
 std::vector<Config> nearest_winner_configs(const std::string& db_path, const std::string& device_key,
                                            const Problem& problem, std::size_t count) {
+  const auto& kernel = templates::find_kernel(problem.kernel);
   std::vector<std::pair<double, Config>> ranked;
   try {
     cache::Store store(db_path);
@@ -87,7 +88,8 @@ std::vector<Config> nearest_winner_configs(const std::string& db_path, const std
     for (const auto& w : store.winners(problem.kernel)) {
       if (w.device_key != device_key || w.dtype != problem.dtype) continue;
       if (const auto distance = cache::shape_distance(shape_json, w.shape_json)) {
-        ranked.emplace_back(*distance, nlohmann::json::parse(w.config_json).get<Config>());
+        ranked.emplace_back(*distance,
+                            templates::with_defaults(kernel, nlohmann::json::parse(w.config_json).get<Config>()));
       }
     }
   } catch (const std::exception& e) {

@@ -16,7 +16,8 @@
 // stage back on its `empty` mbarrier (one arrive per consumer warpgroup). The producer runs up to
 // kStages k-tiles ahead, across tile boundaries, so the next tile's loads overlap this tile's
 // epilogue, which stores straight from the accumulator registers: each quad of lanes transposes
-// its column pairs (four shuffles per four chunks) so that every store is 16 bytes of one row.
+// its column pairs (four shuffles per four chunks) so that every store is 16 bytes of one row;
+// with kTmaStore the same octets go to shared memory instead and TMA stores them (see the kernel).
 //
 // Tiles are walked persistently (gridDim.x = min(tiles, SMs) on the host; tile = blockIdx.x,
 // += gridDim.x; with clusters, pairs of tiles by cluster) through the same grouped raster of kGroupM tile-rows as gemm_mma (gemm.cuh), so
@@ -28,10 +29,11 @@
 //
 // Shared memory (the dynamic base rounded up to 1024 bytes by hand; the host adds 1024 bytes of
 // slack): kStages A buffers of kBM x 64 elements (kBM * 128 bytes), then kStages B buffers of
-// kBN * 128 bytes, then full[kStages] and empty[kStages] (8-byte mbarriers). Every buffer is a
-// multiple of 8 KiB, so each starts 1024-aligned: a 128-byte-swizzle atom is 8 rows of 128 bytes
-// and the swizzle (16-byte chunk index XOR row % 8, row taken from address bits 7-9) is computed
-// by TMA and by wgmma from the absolute address, which then agree with descriptor base offset 0.
+// kBN * 128 bytes, with kTmaStore two 8 KiB store buffers a consumer, then full[kStages] and
+// empty[kStages] (8-byte mbarriers). Every buffer is a multiple of 8 KiB, so each starts
+// 1024-aligned: a 128-byte-swizzle atom is 8 rows of 128 bytes and the swizzle (16-byte chunk
+// index XOR row % 8, row taken from address bits 7-9) is computed by TMA and by wgmma from the
+// absolute address, which then agree with descriptor base offset 0.
 //
 // Operand layouts and descriptors (PTX ISA "Matrix Descriptor Format"; CUTLASS
 // cute/arch/mma_sm90_desc.hpp and cute/atom/mma_traits_sm90_gmma.hpp, whose canonical layouts are
@@ -99,13 +101,19 @@ enum : int {
   // no-op. The counts must be multiples of 8 in [24, 256].
   kProducerRegs = 40,
   kConsumerRegs = 232,
+  // kTmaStore's staging: C leaves in chunks of 64 rows x 64 columns (one TMA box of 128-byte
+  // swizzled rows), two buffers a consumer so that one fills while the other's store reads it.
+  kStoreChunkBytes = 64 * kRowBytes,
+  kStoreBuffers = 2,
 };
 
-// Dynamic shared memory bytes the host requests: the alignment slack, kStages (A, B) buffers, two
-// 8-byte mbarriers a stage, the two that pass the turn between pingpong consumers, and two 4-byte
-// split-K flags (padded to 8).
-__host__ __device__ constexpr int wgmma_smem_bytes(int bm, int bn, int stages) {
-  return kSmemSlackBytes + 32 + stages * ((bm + bn) * kRowBytes + 16);
+// Dynamic shared memory bytes the host requests: the alignment slack, kStages (A, B) buffers,
+// with tma_store each consumer's store buffers, two 8-byte mbarriers a stage, the two that pass
+// the turn between pingpong consumers, and two 4-byte split-K flags (padded to 8).
+__host__ __device__ constexpr int wgmma_smem_bytes(int bm, int bn, int stages, int consumers = 1,
+                                                   int tma_store = 0) {
+  return kSmemSlackBytes + 32 + stages * ((bm + bn) * kRowBytes + 16) +
+         (tma_store ? consumers * kStoreBuffers * kStoreChunkBytes : 0);
 }
 
 // 0 when (bm, bn, stages, consumers, pingpong) is a configuration gemm_wgmma accepts (for every
@@ -118,24 +126,27 @@ __host__ __device__ constexpr int wgmma_smem_bytes(int bm, int bn, int stages) {
 //      pingpong a consumer takes the whole tile)
 //   5  stages < 2
 //   6  more than 128 fp32 accumulators a consumer thread: (rows a consumer owns / 64) * (bn / 2)
-//   7  wgmma_smem_bytes(bm, bn, stages) exceeds 232448 bytes (227 KiB)
+//   7  wgmma_smem_bytes(bm, bn, stages, consumers, tma_store) exceeds 232448 bytes (227 KiB)
 //   8  pingpong (consumers taking whole tiles in turn) with fewer than two consumers
 //   9  cluster is not 1 or 2, or 2 with bn < 128 (the pair's blocks each load half of B: half a
 //      K-major tile of at least 64 rows, or every other 64-column panel)
+//  10  tma_store is not 0 or 1
 __host__ __device__ constexpr int wgmma_consumer_rows(int bm, int consumers, int pingpong) {
   return pingpong ? bm : bm / consumers;
 }
 __host__ __device__ constexpr int wgmma_config_violation_code(int bm, int bn, int stages, int consumers,
-                                                              int pingpong = 0, int cluster = 1) {
+                                                              int pingpong = 0, int cluster = 1,
+                                                              int tma_store = 0) {
   return (bm != 64 && bm != 128 && bm != 256)                                              ? 1
          : (bn != 64 && bn != 128 && bn != 192 && bn != 256)                               ? 2
          : (consumers != 1 && consumers != 2)                                              ? 3
          : (!pingpong && bm % (64 * consumers) != 0)                                       ? 4
          : (stages < 2)                                                                    ? 5
          : ((wgmma_consumer_rows(bm, consumers, pingpong) / 64) * (bn / 2) > kMaxAccumulators) ? 6
-         : (wgmma_smem_bytes(bm, bn, stages) > kSmemLimitBytes)                            ? 7
+         : (wgmma_smem_bytes(bm, bn, stages, consumers, tma_store) > kSmemLimitBytes)      ? 7
          : (pingpong && consumers < 2)                                                     ? 8
          : ((cluster != 1 && cluster != 2) || (cluster == 2 && bn < 128))                  ? 9
+         : (tma_store != 0 && tma_store != 1)                                              ? 10
                                                                                            : 0;
 }
 
@@ -281,6 +292,33 @@ __device__ __forceinline__ void tma_load_2d_multicast(unsigned dst, const TmaMap
       : "memory");
 }
 
+// kTmaStore's side of the async proxy. The consumer's st.shared writes go through the generic
+// proxy; each writing thread fences them into the async proxy before the barrier after which one
+// thread hands the chunk to TMA (CUTLASS's tma_store_fence).
+__device__ __forceinline__ void st_shared_16(unsigned addr, uint4 v) {
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+}
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+// The box of `map` at element coordinates (inner, outer) from shared memory at src to global
+// memory; elements outside the tensor are not written (M and N tails need no code).
+__device__ __forceinline__ void tma_store_2d(const TmaMap* map, unsigned src, int inner, int outer) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(
+                   reinterpret_cast<unsigned long long>(map)),
+               "r"(src), "r"(inner), "r"(outer)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// This thread's bulk stores have finished reading shared memory (the buffers may be refilled).
+__device__ __forceinline__ void bulk_wait_read_all() {
+  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+}
+// This thread's bulk stores are complete, their writes performed: before the block's shared
+// memory goes away.
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int kPending>
@@ -362,12 +400,18 @@ __device__ __forceinline__ void tile_coords(int t, int tiles_m, int tiles_n, int
 // (empty barriers count both blocks' arrivals), and a block whose row is past M (odd tile rows)
 // still loads and computes, for its partner's sake, but stores nothing. map_b's box is then
 // {64, kBN / 2} with kTransB.
+// kTmaStore: an unsplit tile leaves through shared memory and TMA instead of the registers' row
+// octets. Each consumer writes its rows in chunks of 64 x 64 (128-byte rows, swizzled as map_c
+// expects) into one of its two buffers, and one of its threads stores the chunk with
+// cp.async.bulk.tensor, which skips what lies outside C; the consumer goes on to the next chunk
+// or tile while the copy engine writes. map_c: dims {N, M}, box {64, 64}, 128-byte swizzle (every
+// launch passes it; only kTmaStore reads it). Split tiles still convert through the workspace.
 template <typename T, bool kTransB, int kBM, int kBN, int kStages, int kConsumers, int kGroupM, bool kPingpong = false,
-          int kCluster = 1>
+          int kCluster = 1, bool kTmaStore = false>
 __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
     gemm_wgmma(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, float* __restrict__ workspace,
                int M, int N, int K, const __grid_constant__ wgmma_detail::TmaMap map_a,
-               const __grid_constant__ wgmma_detail::TmaMap map_b) {
+               const __grid_constant__ wgmma_detail::TmaMap map_b, const __grid_constant__ wgmma_detail::TmaMap map_c) {
   using namespace wgmma_detail;
   static_assert(IsSame<T, __nv_bfloat16>::kValue || IsSame<T, __half>::kValue,
                 "gemm_wgmma: T must be __nv_bfloat16 or __half");
@@ -380,12 +424,12 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
   static_assert(kStages >= 2, "gemm_wgmma: kStages must be at least 2 (violation 5)");
   static_assert((wgmma_consumer_rows(kBM, kConsumers, kPingpong) / 64) * (kBN / 2) <= kMaxAccumulators,
                 "gemm_wgmma: more than 128 accumulators a consumer thread (violation 6)");
-  static_assert(wgmma_smem_bytes(kBM, kBN, kStages) <= kSmemLimitBytes,
+  static_assert(wgmma_smem_bytes(kBM, kBN, kStages, kConsumers, kTmaStore) <= kSmemLimitBytes,
                 "gemm_wgmma: shared memory over 227 KiB (violation 7)");
   static_assert(!kPingpong || kConsumers == 2, "gemm_wgmma: pingpong needs two consumers (violation 8)");
   static_assert((kCluster == 1 || kCluster == 2) && (kCluster == 1 || kBN >= 128),
                 "gemm_wgmma: kCluster is 1, or 2 with kBN >= 128 (violation 9)");
-  static_assert(wgmma_config_violation_code(kBM, kBN, kStages, kConsumers, kPingpong, kCluster) == 0,
+  static_assert(wgmma_config_violation_code(kBM, kBN, kStages, kConsumers, kPingpong, kCluster, kTmaStore) == 0,
                 "gemm_wgmma: wgmma_config_violation_code disagrees with the static_asserts");
   static_assert(kGroupM >= 1, "gemm_wgmma: kGroupM must be at least 1");
   static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <=
@@ -413,7 +457,10 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
   const unsigned smem_base = (smem_u32(wgmma_smem) + 1023u) & ~1023u;
   const unsigned a_smem = smem_base;
   const unsigned b_smem = smem_base + kStages * kABytes;
-  const unsigned full_bar = smem_base + kStages * kStageBytes;
+  // kTmaStore's buffers (none without it): consumer c's two at store_smem + (2c + {0, 1}) * 8 KiB,
+  // 1024-aligned like the stages for the 128-byte swizzle.
+  const unsigned store_smem = smem_base + kStages * kStageBytes;
+  const unsigned full_bar = store_smem + (kTmaStore ? kConsumers * kStoreBuffers * kStoreChunkBytes : 0);
   const unsigned empty_bar = full_bar + 8 * kStages;
   // turn_bar[c]: consumer c may start its next tile's k-loop (pingpong). A consumer's waits on
   // `full` are only sound while the barrier is at most one phase behind the use it waits for, so
@@ -469,6 +516,7 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
     if (tid == 0) {
       prefetch_tensormap(&map_a);
       prefetch_tensormap(&map_b);
+      if (kTmaStore) prefetch_tensormap(&map_c);
       int stage = 0;
       unsigned phase = 0;
 #pragma unroll 1
@@ -551,6 +599,7 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
 
     int stage = 0;
     unsigned phase = 0;
+    int chunks_stored = 0;  // kTmaStore: this consumer's chunks so far, alternating its two buffers
     // With pingpong a consumer skips the other's tiles, and the ring's position at the start of its
     // j-th tile (the block's tile 2j + consumer) is k-tile (2j + consumer) * k_tiles.
     const int first_local = kPingpong ? consumer : 0;
@@ -630,6 +679,64 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
       const int quad_lane = lane & 3;
       const int row0 = tile_m * kBM + row_offset + warp * 16 + (lane >> 2);
       const int col0 = tile_n * kBN + 8 * quad_lane;
+      if (kTmaStore && split_k == 1) {
+        // Chunk (mb, nc): rows 64 mb .. of the consumer's share, columns 64 nc .. of the tile. A
+        // lane's octet of chunk row r, columns 8 q + 32 j (quad lane q, j = 0 or 1), is 16-byte
+        // unit 4 j + q of the row, at unit (4 j + q) ^ (r % 8) under the 128-byte swizzle. A
+        // quarter warp writes rows r and r + 1 (r even): were both to write j = 0 first, their
+        // units would fall in the same 64 bytes of the bank space; the odd row writes j = 1 first,
+        // so each of the two stores covers all 32 banks once.
+        // Before a chunk's barrier the storing thread waits until the previous chunk's store has
+        // read its buffer, which the next chunk then refills; the barrier also publishes this
+        // chunk's writes (each thread fenced them into the async proxy) to the storing thread.
+        // Whether a chunk lies inside C depends on the tile only, so the whole consumer takes the
+        // same branches to its barriers.
+        const int store_barrier = 3 + consumer;  // 1 and 2 are split-K's
+        const int chunk_row_in = warp * 16 + (lane >> 2);
+        const bool odd_row = ((lane >> 2) & 1) != 0;
+#pragma unroll
+        for (int mb = 0; mb < kMBlocks; ++mb) {
+          const int chunk_m = tile_m * kBM + row_offset + mb * 64;
+          if (chunk_m >= M) break;
+#pragma unroll
+          for (int nc = 0; nc < kBN / 64; ++nc) {
+            const int chunk_n = tile_n * kBN + nc * 64;
+            if (chunk_n >= N) break;
+            const unsigned buffer =
+                store_smem + (consumer * kStoreBuffers + (chunks_stored & 1)) * kStoreChunkBytes;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int r = chunk_row_in + 8 * h;
+              unsigned w0[4], w1[4];
+#pragma unroll
+              for (int j = 0; j < 4; ++j) {
+                const int i0 = pair_index(2 * nc, j, h), i1 = pair_index(2 * nc + 1, j, h);
+                w0[j] = PairOf<T>::pack(acc[mb][i0], acc[mb][i0 + 1]);
+                w1[j] = PairOf<T>::pack(acc[mb][i1], acc[mb][i1 + 1]);
+              }
+              quad_transpose(w0, quad_lane);
+              quad_transpose(w1, quad_lane);
+              const uint4 left = make_uint4(w0[0], w0[1], w0[2], w0[3]);
+              const uint4 right = make_uint4(w1[0], w1[1], w1[2], w1[3]);
+              const unsigned row_addr = buffer + static_cast<unsigned>(r) * kRowBytes;
+              const unsigned swizzle = static_cast<unsigned>(r & 7);
+              const unsigned left_unit = static_cast<unsigned>(quad_lane) ^ swizzle;
+              const unsigned right_unit = static_cast<unsigned>(4 + quad_lane) ^ swizzle;
+              st_shared_16(row_addr + 16 * (odd_row ? right_unit : left_unit), odd_row ? right : left);
+              st_shared_16(row_addr + 16 * (odd_row ? left_unit : right_unit), odd_row ? left : right);
+            }
+            fence_proxy_async_shared();
+            if (t == 0) bulk_wait_read_all();
+            named_barrier_sync(store_barrier, 128);
+            if (t == 0) {
+              tma_store_2d(&map_c, buffer, chunk_n, chunk_m);
+              bulk_commit();
+            }
+            ++chunks_stored;
+          }
+        }
+        continue;
+      }
       if (split_k == 1) {
 #pragma unroll
         for (int mb = 0; mb < kMBlocks; ++mb) {
@@ -728,6 +835,8 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
         }
       }
     }
+    // The block's shared memory must outlive the stores that read it.
+    if (kTmaStore && t == 0) bulk_wait_all();
   }
 #else
   // wgmma, setmaxnreg and this TMA form need sm_90a; other targets get a kernel that traps, so the
@@ -739,6 +848,7 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
   (void)K;
   (void)map_a;
   (void)map_b;
+  (void)map_c;
   __trap();
 #endif
 }

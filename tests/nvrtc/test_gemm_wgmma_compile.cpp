@@ -1,7 +1,8 @@
 // gemm's Hopper family (wgmma=1, templates/gmjit/gemm_wgmma.cuh) through its descriptor: the
 // descriptor's rules agree with the header's, and every valid configuration compiles with NVRTC
 // for sm_90a, in both layouts and dtypes, to code that loads through TMA onto mbarriers, multiplies
-// with wgmma, rebalances registers with setmaxnreg and keeps nothing in local memory.
+// with wgmma, rebalances registers with setmaxnreg, stores through TMA when tma_store=1 and keeps
+// nothing in local memory.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -32,14 +33,14 @@ Shape gemm_shape(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t tr
 const templates::KernelDescriptor& gemm() { return templates::find_kernel("gemm"); }
 
 Config wgmma_config(std::int64_t bm, std::int64_t bn, std::int64_t stages, std::int64_t consumers,
-                    std::int64_t pingpong = 0) {
+                    std::int64_t pingpong = 0, std::int64_t tma_store = 0) {
   Config c = gemm().default_config;
   c["wgmma"] = 1, c["bk"] = 64, c["bm"] = bm, c["bn"] = bn, c["stages"] = stages, c["consumers"] = consumers;
-  c["pingpong"] = pingpong;
+  c["pingpong"] = pingpong, c["tma_store"] = tma_store;
   return c;
 }
 
-// The descriptor's verdict on every (bm, bn, stages, consumers) of a wider domain than its own
+// The descriptor's verdict on every (bm, bn, stages, consumers, pingpong, tma_store) of a wider domain than its own
 // equals the header's constexpr rule function, checked by static_asserts in one compile; a shape
 // where nothing else can reject them.
 TEST(GemmWgmmaRules, DescriptorAgreesWithTheHeader) {
@@ -50,23 +51,26 @@ TEST(GemmWgmmaRules, DescriptorAgreesWithTheHeader) {
     for (const std::int64_t bn : {32, 64, 128, 192, 256}) {
       for (const std::int64_t stages : {1, 2, 3, 4, 5, 6, 8}) {
         for (const std::int64_t consumers : {1, 2, 3}) {
-          for (const std::int64_t pingpong : {0, 1}) {
-            const bool ok = gemm().violation(wgmma_config(bm, bn, stages, consumers, pingpong), shape).empty();
-            ++(ok ? valid : invalid);
+          for (const std::int64_t tma_store : {0, 1}) {
+            for (const std::int64_t pingpong : {0, 1}) {
+              const bool ok =
+                  gemm().violation(wgmma_config(bm, bn, stages, consumers, pingpong, tma_store), shape).empty();
+              ++(ok ? valid : invalid);
+              asserts += fmt::format(
+                  "static_assert((gmjit::wgmma_detail::wgmma_config_violation_code({}, {}, {}, {}, {}, 1, {}) == 0) "
+                  "== {}, \"{} {} {} {} {} {}\");\n",
+                  bm, bn, stages, consumers, pingpong, tma_store, ok, bm, bn, stages, consumers, pingpong, tma_store);
+            }
             asserts += fmt::format(
-                "static_assert((gmjit::wgmma_detail::wgmma_config_violation_code({}, {}, {}, {}, {}) == 0) == {}, "
-                "\"{} {} {} {} {}\");\n",
-                bm, bn, stages, consumers, pingpong, ok, bm, bn, stages, consumers, pingpong);
+                "static_assert(gmjit::wgmma_detail::wgmma_smem_bytes({}, {}, {}, {}, {}) == {}, \"smem\");\n", bm,
+                bn, stages, consumers, tma_store, 1056 + stages * ((bm + bn) * 128 + 16) + tma_store * consumers * 16384);
           }
-          asserts += fmt::format(
-              "static_assert(gmjit::wgmma_detail::wgmma_smem_bytes({}, {}, {}) == {}, \"smem\");\n", bm, bn, stages,
-              1056 + stages * ((bm + bn) * 128 + 16));
         }
       }
     }
   }
-  EXPECT_GT(valid, 60u);
-  EXPECT_GT(invalid, 600u);
+  EXPECT_GT(valid, 180u);
+  EXPECT_GT(invalid, 1200u);
   asserts += "__global__ void gemm_wgmma_rules_probe() {}\n";
   codegen::GeneratedSource source;
   source.kernel = "gemm_wgmma";
@@ -120,6 +124,16 @@ std::vector<std::string> compile_problems(const Item& it, int& registers) {
     need("setmaxnreg.dec");
     need("setmaxnreg.inc");
     need("wgmma.wait_group");
+    // tma_store=1 stores C's chunks through TMA after fencing the consumers' shared-memory writes
+    // into the async proxy; the register epilogue stores nothing through TMA.
+    const bool tma_stores = ptx.find("cp.async.bulk.tensor.2d.global.shared::cta") != std::string::npos;
+    if (it.config.at("tma_store") != 0) {
+      need("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group");
+      need("fence.proxy.async.shared::cta");
+      need("cp.async.bulk.wait_group.read");
+    } else if (tma_stores) {
+      wrong.push_back("tma_store=0 stores through TMA");
+    }
     // ptxas falls back to issuing the wgmmas one at a time, and says so only in its log, when
     // something other than a wgmma touches the accumulators inside the pipeline (C7520; the
     // fence or wait it injects is reported as C7517 / C7519).

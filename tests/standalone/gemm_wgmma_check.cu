@@ -4,7 +4,7 @@
 //   nvcc -std=c++17 -O2 -arch=sm_90a -Itemplates tests/standalone/gemm_wgmma_check.cu -o gemm_wgmma_check -lcuda -lcublas
 //   ./gemm_wgmma_check           every valid (bm, bn, consumers), stages 2/3/4, group_m 1/8, bf16
 //                                and fp16, both B layouts, tiny, odd and large shapes; split-K and
-//                                pingpong on a selection
+//                                pingpong, clusters and the TMA store epilogue on a selection
 //   ./gemm_wgmma_check --split   the split-K and cluster cases only
 //   ./gemm_wgmma_check --time    bf16 throughput beside cublasGemmEx at 4096^3, 8192^3, 8192x8192x2048,
 //                                at decode / small-batch shapes with split-K 1, 2, 4, and bn=192
@@ -142,15 +142,17 @@ TmaMap encode_map(const void* base, uint64_t inner, uint64_t outer, uint32_t box
 // One compiled configuration: maps, shared memory attribute, launch.
 // CL = 2: clusters of two blocks sharing B's tile (multicast); the grid is then even and at most
 // twice the clusters the device can hold at once (cudaOccupancyMaxActiveClusters).
-template <typename T, bool TB, int BM, int BN, int ST, int CO, int GM, bool PP = false, int CL = 1>
+// TS: the TMA store epilogue (C through shared memory).
+template <typename T, bool TB, int BM, int BN, int ST, int CO, int GM, bool PP = false, int CL = 1, bool TS = false>
 struct Config {
-  static constexpr int kSmem = gmjit::wgmma_detail::wgmma_smem_bytes(BM, BN, ST);
-  static_assert(gmjit::wgmma_detail::wgmma_config_violation_code(BM, BN, ST, CO, PP, CL) == 0,
+  static constexpr int kSmem = gmjit::wgmma_detail::wgmma_smem_bytes(BM, BN, ST, CO, TS);
+  static_assert(gmjit::wgmma_detail::wgmma_config_violation_code(BM, BN, ST, CO, PP, CL, TS) == 0,
                 "invalid test configuration");
+  static constexpr auto kKernel = gmjit::gemm_wgmma<T, TB, BM, BN, ST, CO, GM, PP, CL, TS>;
   static std::string label() {
     char buf[96];
-    std::snprintf(buf, sizeof buf, "%s %s %dx%d s%d c%d g%d%s%s", TypeInfo<T>::name(), TB ? "B^T" : "B  ", BM, BN, ST,
-                  CO, GM, PP ? " pp" : "", CL > 1 ? " cl2" : "");
+    std::snprintf(buf, sizeof buf, "%s %s %dx%d s%d c%d g%d%s%s%s", TypeInfo<T>::name(), TB ? "B^T" : "B  ", BM, BN,
+                  ST, CO, GM, PP ? " pp" : "", CL > 1 ? " cl2" : "", TS ? " tma-st" : "");
     return buf;
   }
   // Units the grid walks: tiles, or with clusters pairs of tile rows.
@@ -164,7 +166,7 @@ struct Config {
         cudaLaunchAttribute attr;
         const cudaLaunchConfig_t cfg = launch_config(CL * 66, 1, 0, &attr);
         prepare();
-        CK(cudaOccupancyMaxActiveClusters(&active, gmjit::gemm_wgmma<T, TB, BM, BN, ST, CO, GM, PP, CL>, &cfg));
+        CK(cudaOccupancyMaxActiveClusters(&active, kKernel, &cfg));
         std::printf("  %s: %d clusters of %d fit at once\n", label().c_str(), active, CL);
       }
       slots = std::min(slots, active);
@@ -190,10 +192,10 @@ struct Config {
   static void prepare() {
     static bool prepared = false;
     if (!prepared) {
-      CK(cudaFuncSetAttribute(gmjit::gemm_wgmma<T, TB, BM, BN, ST, CO, GM, PP, CL>,
+      CK(cudaFuncSetAttribute(kKernel,
                               cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
       if (CL > 1) {
-        CK(cudaFuncSetAttribute(gmjit::gemm_wgmma<T, TB, BM, BN, ST, CO, GM, PP, CL>,
+        CK(cudaFuncSetAttribute(kKernel,
                                 cudaFuncAttributeNonPortableClusterSizeAllowed, 0));
       }
       prepared = true;
@@ -202,14 +204,14 @@ struct Config {
   // split > 1: blocks (x, z) take k-slice z; workspace as the kernel's comment says (zero).
   static void launch(const T* a, const T* b, T* c, int M, int N, int K, int grid, cudaStream_t stream = 0,
                      int split = 1, float* workspace = nullptr) {
-    auto kernel = gmjit::gemm_wgmma<T, TB, BM, BN, ST, CO, GM, PP, CL>;
     prepare();
     const TmaMap ma = encode_map<T>(a, uint64_t(K), uint64_t(M), 64, BM);
     const TmaMap mb = TB ? encode_map<T>(b, uint64_t(K), uint64_t(N), 64, BN / CL)  // N x K, K contiguous
                          : encode_map<T>(b, uint64_t(N), uint64_t(K), 64, 64);       // K x N, 64 x 64 panels
+    const TmaMap mc = encode_map<T>(c, uint64_t(N), uint64_t(M), 64, 64);            // 64 x 64 store chunks
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg = launch_config(grid, split, stream, &attr);
-    CK(cudaLaunchKernelEx(&cfg, kernel, a, b, c, workspace, M, N, K, ma, mb));
+    CK(cudaLaunchKernelEx(&cfg, kKernel, a, b, c, workspace, M, N, K, ma, mb, mc));
   }
 };
 
@@ -351,9 +353,9 @@ double launch_and_compare(Problem<T>& p, int grid, bool full, int* bad, int spli
 }
 
 // split > 1: the grid's x is min(tiles, SMs / split) as the library launches it, then 2.
-template <typename T, bool TB, int BM, int BN, int ST, int CO, int GM, bool PP = false, int CL = 1>
+template <typename T, bool TB, int BM, int BN, int ST, int CO, int GM, bool PP = false, int CL = 1, bool TS = false>
 void check(const std::vector<Shape>& shapes, bool full, int split = 1) {
-  typedef Config<T, TB, BM, BN, ST, CO, GM, PP, CL> C;
+  typedef Config<T, TB, BM, BN, ST, CO, GM, PP, CL, TS> C;
   for (const Shape& s : shapes) {
     ++g_cases;
     Problem<T>& p = problem<T>(s.m, s.n, s.k, TB, full);
@@ -467,9 +469,9 @@ static int sampled_bad(const TimeCtx& t, double* max_err) {
   return bad;
 }
 
-template <int BM, int BN, int ST, int CO, int GM, bool TB, bool PP = false, int CL = 1>
+template <int BM, int BN, int ST, int CO, int GM, bool TB, bool PP = false, int CL = 1, bool TS = false>
 void time_config(TimeCtx& t, int split = 1) {
-  typedef Config<bf, TB, BM, BN, ST, CO, GM, PP, CL> C;
+  typedef Config<bf, TB, BM, BN, ST, CO, GM, PP, CL, TS> C;
   const int grid = C::grid_for(t.M, t.N, g_sms / split);
   CK(cudaMemset(t.dc, 0xFF, size_t(t.M) * t.N * sizeof(bf)));
   const double ms =
@@ -548,6 +550,11 @@ void time_shape(cublasHandle_t handle, int M, int N, int K) {
   time_config<256, 128, 3, 2, 8, TB, false, 2>(t);
   time_config<128, 128, 5, 2, 8, TB, true, 2>(t);
   time_config<64, 256, 4, 2, 8, TB, true, 2>(t);
+  // The TMA store epilogue beside the same tiles' register epilogue above.
+  time_config<128, 256, 4, 2, 8, TB, false, 1, true>(t);
+  time_config<128, 256, 4, 2, 8, TB, false, 2, true>(t);
+  time_config<128, 128, 5, 2, 8, TB, true, 1, true>(t);
+  time_config<64, 256, 4, 2, 8, TB, true, 1, true>(t);
   release_timing(t);
 }
 
@@ -755,6 +762,22 @@ int main(int argc, char** argv) {
   check<bf, true, 128, 192, 4, 2, 8>(small, true, 3);
   check<bf, true, 128, 192, 4, 2, 8>(large, false);
   check<hf, false, 64, 192, 6, 1, 8>(large, false);
+
+  // The TMA store epilogue (tma-st): cooperative, pingpong and cluster blocks, both layouts and
+  // dtypes, every bn; the small shapes' tails are TMA's clipping, a block's several tiles alternate
+  // its two store buffers across tiles.
+  check<bf, true, 128, 256, 4, 2, 8, false, 1, true>(small, true);
+  check<bf, false, 128, 128, 4, 1, 1, false, 1, true>(small, true);
+  check<hf, true, 64, 64, 3, 1, 8, false, 1, true>(small, true);
+  check<hf, false, 256, 128, 3, 2, 8, false, 1, true>(small, true);
+  check<bf, true, 128, 128, 4, 2, 8, true, 1, true>(small, true);
+  check<hf, false, 64, 192, 4, 2, 1, true, 1, true>(small, true);
+  check<bf, true, 128, 256, 3, 2, 8, false, 2, true>(small, true);
+  check<hf, false, 64, 192, 6, 1, 1, false, 2, true>(small, true);
+  check<bf, false, 128, 192, 4, 2, 8, false, 1, true>(small, true);
+  check<bf, true, 128, 256, 4, 2, 8, false, 1, true>(large, false);
+  check<hf, false, 128, 128, 5, 2, 8, true, 1, true>(large, false);
+  check<bf, true, 64, 64, 8, 1, 1, false, 1, true>(large, false);
 
   // Large shapes, sampled: many tiles a block on the persistent grid.
   check<bf, true, 128, 128, 4, 2, 8, true>(large, false);

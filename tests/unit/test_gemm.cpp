@@ -63,7 +63,8 @@ TEST(Gemm, Domains) {
       {"path", {0, 1}},         {"bm", {64, 128, 256}},   {"bn", {64, 128, 192, 256}}, {"bk", {32, 64}},
       {"warps_m", {1, 2, 4}},   {"warps_n", {1, 2, 4}},   {"stages", {2, 3, 4, 5, 6, 8}}, {"group_m", {1, 8}},
       {"split_k", {1, 2, 4, 8}}, {"sk_warps", {4, 8}},     {"sk_cols", {2, 4}},    {"sk_unroll", {2, 4, 8}},
-      {"wgmma", {0, 1}},        {"consumers", {1, 2}},    {"pingpong", {0, 1}},   {"cluster", {1, 2}}};
+      {"wgmma", {0, 1}},        {"consumers", {1, 2}},    {"pingpong", {0, 1}},   {"cluster", {1, 2}},
+      {"tma_store", {0, 1}}};
   ASSERT_EQ(k.params.size(), expected.size());
   for (std::size_t i = 0; i < expected.size(); ++i) {
     EXPECT_EQ(k.params[i].name, expected[i].first);
@@ -226,13 +227,13 @@ TEST(Gemm, NoTwoValidConfigsAreTheSameLaunch) {
 }
 
 // all_configs lists each family's own parameters over their domains with the others' at the
-// default: 5184 mma (with split_k; stages 2-5 and bn 64, 128, 256 only), 48 skinny and 4608 wgmma
-// (bm, bn, stages, group_m, consumers, pingpong, cluster, split_k) configurations, not the
-// 1990656 of the cross product, whose others violation rejects at every shape.
+// default: 5184 mma (with split_k; stages 2-5 and bn 64, 128, 256 only), 48 skinny and 9216 wgmma
+// (bm, bn, stages, group_m, consumers, pingpong, cluster, tma_store, split_k) configurations, not
+// the 3981312 of the cross product, whose others violation rejects at every shape.
 TEST(Gemm, ConfigurationsAreEachPathsOwnCrossProduct) {
   const auto& k = gemm();
   const auto listed = all_configs(k);
-  EXPECT_EQ(listed.size(), 5184u + 48u + 576u * 4u * 2u);
+  EXPECT_EQ(listed.size(), 5184u + 48u + 576u * 4u * 2u * 2u);
   std::set<Config> unique(listed.begin(), listed.end());
   EXPECT_EQ(unique.size(), listed.size());
   for (const auto& c : listed) {
@@ -282,14 +283,18 @@ TEST(Gemm, ValidConfigCounts) {
   // every slice gets a 64-deep k-tile and k has more of them than the ring has stages. Clusters of
   // two where bn >= 128 and there are two tile rows: at 4096^2, 35 cooperative and 20 pingpong,
   // times group_m 1 and 8.
-  EXPECT_EQ(count_wgmma(gemm_shape(4096, 4096, 4096, 1)), 2 * 97u + 2 * 55u);  // 256 tiles or more: no split
-  EXPECT_EQ(count_wgmma(gemm_shape(4096, 4096, 4096, 0)), 2 * 97u + 2 * 55u);
-  EXPECT_EQ(count_wgmma(gemm_shape(64, 64, 8, 0)), 97u);  // one k-tile: no split; one tile row: no cluster
+  // tma_store=1 (unsplit only) adds 16 KiB of store buffers a consumer, which leaves out 5 stages
+  // of 128x192 and 256x64 with two consumers and of pingpong 64x256 and 256x64: 59 cooperative
+  // and 34 pingpong, 53 with clusters (34 + 19).
+  EXPECT_EQ(count_wgmma(gemm_shape(4096, 4096, 4096, 1)), 2 * (97u + 93u) + 2 * (55u + 53u));  // no split
+  EXPECT_EQ(count_wgmma(gemm_shape(4096, 4096, 4096, 0)), 2 * (97u + 93u) + 2 * (55u + 53u));
+  EXPECT_EQ(count_wgmma(gemm_shape(64, 64, 8, 0)), 97u + 93u);  // one k-tile: no split; one tile row: no cluster
   // The 97, group_m 8 for the 64x64 tiles' 2x2 grid (6 cooperative, 6 pingpong), clusters of the
   // two 64-row tile rows for 64x128, 64x192 and 64x256 (6 + 5 + 4 stages, one consumer or
   // pingpong; group_m 1: the pair is one unit row). No split: every ring holds both k-tiles.
-  EXPECT_EQ(count_wgmma(gemm_shape(128, 128, 128, 1)), 97u + 12u + 30u);
-  EXPECT_EQ(count_wgmma(gemm_shape(16, 4096, 1024, 1)), 4 * 97u);  // 16 k-tiles: splits 1, 2, 4, 8
+  // With tma_store=1 the same less pingpong 64x256's 5 stages.
+  EXPECT_EQ(count_wgmma(gemm_shape(128, 128, 128, 1)), (97u + 12u + 30u) + (93u + 12u + 29u));
+  EXPECT_EQ(count_wgmma(gemm_shape(16, 4096, 1024, 1)), 4 * 97u + 93u);  // 16 k-tiles: splits 1, 2, 4, 8
   EXPECT_EQ(count_wgmma(gemm_shape(17, 33, 29, 1)), 0u);
   EXPECT_EQ(count_wgmma(gemm_shape(1, 1, 1, 1)), 0u);
   // No split-K at 8192^2 (m*n above 2^25) nor at 4096^2 (every valid tile grid has 512 tiles or
@@ -321,7 +326,7 @@ TEST(Gemm, ValidConfigCounts) {
     }
   }
   std::printf("[ configs  ] gemm: %zu per dtype at the gpu tier's shapes\n", total);
-  EXPECT_EQ(total, 4262u + 2 * (139u + 4 * 97u + 97u));
+  EXPECT_EQ(total, 4262u + 2 * ((139u + 134u) + (4 * 97u + 93u) + (97u + 93u)));
 }
 
 TEST(Gemm, NameExpressions) {
@@ -388,13 +393,19 @@ TEST(Gemm, WgmmaGeometryAndName) {
   const auto small = k.geometry(wgmma(64, 64, 2, 1), gemm_shape(100, 200, 64, 0), dtype_info("fp16"));
   EXPECT_EQ(small.grid[0], 2u * 4u);
   EXPECT_EQ(small.block[0], 256u);
+  // The TMA store epilogue: two 8 KiB chunk buffers a consumer after the ring.
+  const auto stored = k.geometry(with(wgmma(128, 256, 4, 2, 8), {{"tma_store", 1}}), gemm_shape(4096, 4096, 4096, 1),
+                                 dtype_info("bf16"));
+  EXPECT_EQ(stored.dynamic_shared_bytes, big.dynamic_shared_bytes + 2u * 2u * 8192u);
   testing::expect_names(k, {{wgmma(128, 256, 4, 2, 8), gemm_shape(4096, 4096, 4096, 1), "bf16",
-                             "gmjit::gemm_wgmma<__nv_bfloat16, true, 128, 256, 4, 2, 8, false, 1>"},
+                             "gmjit::gemm_wgmma<__nv_bfloat16, true, 128, 256, 4, 2, 8, false, 1, false>"},
                             {wgmma(64, 128, 3, 1), gemm_shape(77, 4096, 512, 0), "fp16",
-                             "gmjit::gemm_wgmma<__half, false, 64, 128, 3, 1, 1, false, 1>"},
+                             "gmjit::gemm_wgmma<__half, false, 64, 128, 3, 1, 1, false, 1, false>"},
                             {with(wgmma(128, 128, 4, 2), {{"pingpong", 1}, {"cluster", 2}}),
                              gemm_shape(4096, 4096, 4096, 1), "bf16",
-                             "gmjit::gemm_wgmma<__nv_bfloat16, true, 128, 128, 4, 2, 1, true, 2>"}});
+                             "gmjit::gemm_wgmma<__nv_bfloat16, true, 128, 128, 4, 2, 1, true, 2, false>"},
+                            {with(wgmma(64, 64, 8, 1), {{"tma_store", 1}}), gemm_shape(16, 4096, 4096, 1), "bf16",
+                             "gmjit::gemm_wgmma<__nv_bfloat16, true, 64, 64, 8, 1, 1, false, 1, true>"}});
   // Clusters: an even grid of whole clusters, each walking pairs of tile rows; with a split the
   // SMs are shared among the slices.
   const auto pair = k.geometry(with(wgmma(128, 256, 4, 2, 8), {{"cluster", 2}}), gemm_shape(4096, 4096, 4096, 1),
@@ -406,7 +417,7 @@ TEST(Gemm, WgmmaGeometryAndName) {
                               gemm_shape(300, 512, 4096, 1), dtype_info("bf16"));
   EXPECT_EQ(few.grid[0], 2u * 3u * 4u);  // 5 tile rows in 3 pairs, 4 columns: 12 pairs within 132 / 4 / 2
   EXPECT_EQ(few.grid[2], 4u);
-  // Only this family derives arguments from the tensors' addresses (its two tensor maps).
+  // Only this family derives arguments from the tensors' addresses (its three tensor maps).
   detail::KernelArgs none;
   const std::uint64_t addresses[3] = {0x10000, 0x20000, 0x30000};
   k.add_address_args(none, k.default_config, gemm_shape(64, 64, 64, 1), dtype_info("bf16"), addresses);
@@ -448,6 +459,17 @@ TEST(Gemm, WgmmaRules) {
   EXPECT_NE(k.violation(wgmma(64, 128, 4, 2), s), "") << "64 rows cannot feed two 64-row consumers";
   EXPECT_NE(k.violation(wgmma(128, 256, 4, 1), s), "") << "256 accumulators a thread";
   EXPECT_NE(k.violation(wgmma(128, 256, 5, 2), s), "") << "shared memory";
+  // tma_store: the Hopper family's, unsplit tiles only, its buffers counted in the shared memory.
+  EXPECT_EQ(k.violation(with(wgmma(128, 256, 4, 2, 8), {{"tma_store", 1}}), s), "");
+  EXPECT_EQ(k.violation(with(wgmma(128, 128, 4, 2), {{"tma_store", 1}, {"pingpong", 1}, {"cluster", 2}}), s), "");
+  EXPECT_NE(k.violation(with(k.default_config, {{"tma_store", 1}}), s), "") << "tma_store is wgmma=1's alone";
+  EXPECT_NE(k.violation(with(wgmma(64, 128, 6, 1), {{"split_k", 4}, {"tma_store", 1}}), gemm_shape(64, 4096, 4096, 1))
+                .find("workspace"),
+            std::string::npos)
+      << "a split tile converts through the workspace";
+  EXPECT_EQ(k.violation(wgmma(128, 192, 5, 2), s), "");
+  EXPECT_NE(k.violation(with(wgmma(128, 192, 5, 2), {{"tma_store", 1}}), s).find("[7]"), std::string::npos)
+      << "5 stages of 128x192 and 32 KiB of store buffers exceed 227 KiB";
   // bn=192 is the Hopper family's alone.
   EXPECT_EQ(k.violation(wgmma(128, 192, 4, 2), s), "");
   EXPECT_EQ(k.violation(wgmma(64, 192, 6, 1), s), "");

@@ -92,6 +92,21 @@ TEST(Catalog, ValidConfigsAreTheConstraintFilteredCrossProduct) {
   }
 }
 
+// A configuration recorded before a parameter existed (gemm's tma_store, added in the nineteenth
+// session) names the one it ran as once the parameter takes its default; what it names stays.
+TEST(Catalog, WithDefaultsCompletesAnOlderConfiguration) {
+  const auto& gemm = find_kernel("gemm");
+  Config recorded = gemm.default_config;
+  recorded.erase("tma_store");
+  recorded["wgmma"] = 1, recorded["bm"] = 64;
+  const Config completed = with_defaults(gemm, recorded);
+  EXPECT_EQ(completed.size(), gemm.params.size());
+  EXPECT_EQ(completed.at("tma_store"), 0);
+  EXPECT_EQ(completed.at("wgmma"), 1);
+  EXPECT_EQ(completed.at("bm"), 64);
+  EXPECT_EQ(with_defaults(gemm, completed), completed);
+}
+
 TEST(Catalog, ReachableHeadersFollowProjectIncludesOnly) {
   register_header("test/leaf.cuh", "#pragma once\n#include <cuda_fp16.h>\n");
   register_header("test/root.cuh", "#include \"test/leaf.cuh\"\n#include \"test/leaf.cuh\"\n");
