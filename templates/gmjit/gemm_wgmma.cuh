@@ -378,12 +378,12 @@ __device__ __forceinline__ void tile_coords(int t, int tiles_m, int tiles_n, int
 // kTransB=true: B stored N x K row-major (x @ W^T, weights); kTransB=false: B stored K x N.
 // Block: (kConsumers + 1) * 128 threads. Grid: x = min(ceil(M/kBM) * ceil(N/kBN), SM count) (any
 // x >= 1 is correct: blocks stride over the tiles), y = z = 1. Dynamic shared memory =
-// wgmma_detail::wgmma_smem_bytes(kBM, kBN, kStages).
+// wgmma_detail::wgmma_smem_bytes(kBM, kBN, kStages, kConsumers, kTmaStore).
 // map_a: dims {K, M}, box {64, kBM}; map_b: kTransB dims {K, N}, box {64, kBN}, otherwise dims
 // {N, K}, box {64, 64}; 16-bit elements, 128-byte swizzle, out-of-bounds elements filled with
 // zeros. The host guarantees K % 8 == 0 and N % 8 == 0 (TMA's 16-byte row strides; also every
 // 4-byte pair of C is wholly inside N or wholly outside) and M, N, K >= 1; A and B are read only
-// through the maps.
+// through the maps (and with kTmaStore, C is written through map_c).
 // gridDim.z > 1 splits the k-tiles into that many contiguous slices (blocks (x, z) walk the tiles
 // for slice z; one compiled kernel serves every split), with gemm_mma's workspace protocol: M * N
 // fp32 partials (zero) followed by at least ceil(M/kBM) * ceil(N/kBN) unsigned counters (zero);
