@@ -171,6 +171,52 @@ struct PairOf<__half> {
 // half h (rows l/4 + 8 h): the pair that quad_transpose's word j of chunk group g comes from.
 __host__ __device__ constexpr int pair_index(int g, int j, int h) { return 16 * g + 4 * j + 2 * h; }
 
+// kTmaStore's chunk of 64 rows x 64 columns in shared memory, 128-byte rows under the 128-byte
+// swizzle (16-byte unit u of row r at unit u ^ (r % 8)). After quad_transpose, lane l of warp w
+// holds, for fragment half h, the octets of row 16 w + l/4 + 8 h at units l % 4 (columns
+// 8 (l % 4) ..: the chunk's first group of 32 columns) and 4 + l % 4 (the second group).
+__host__ __device__ constexpr int store_row(int warp, int lane, int h) { return warp * 16 + (lane >> 2) + 8 * h; }
+// The unit lane l writes in its store `second` (0 or 1): a quarter warp holds rows r and r + 1 (r
+// even), and the odd row writes its second group first, so that each store instruction of the
+// quarter covers all 32 banks once instead of the same 64 bytes of them twice.
+__host__ __device__ constexpr int store_unit(int lane, int second) {
+  return (lane & 3) + 4 * ((((lane >> 2) & 1) != 0) != (second != 0) ? 1 : 0);
+}
+__host__ __device__ constexpr unsigned store_offset(int row, int unit) {
+  return static_cast<unsigned>(row * kRowBytes + 16 * (unit ^ (row & 7)));
+}
+// The three above write every unit of the chunk exactly once, and each store instruction's quarter
+// warps (8 lanes, 16 bytes each) fall in 8 different 16-byte bank groups: checked where the
+// header compiles.
+__host__ __device__ constexpr bool store_pattern_is_complete_and_conflict_free() {
+  bool written[64][8] = {};
+  for (int warp = 0; warp < 4; ++warp) {
+    for (int h = 0; h < 2; ++h) {
+      for (int second = 0; second < 2; ++second) {
+        for (int quarter = 0; quarter < 4; ++quarter) {
+          bool group_taken[8] = {};
+          for (int i = 0; i < 8; ++i) {
+            const int lane = 8 * quarter + i;
+            const int row = store_row(warp, lane, h), unit = store_unit(lane, second);
+            const unsigned group = (store_offset(row, unit) / 16) % 8;
+            if (group_taken[group] || written[row][unit]) return false;
+            group_taken[group] = true;
+            written[row][unit] = true;
+          }
+        }
+      }
+    }
+  }
+  for (int row = 0; row < 64; ++row) {
+    for (int unit = 0; unit < 8; ++unit) {
+      if (!written[row][unit]) return false;
+    }
+  }
+  return true;
+}
+static_assert(store_pattern_is_complete_and_conflict_free(),
+              "gemm_wgmma: the TMA store chunk's writes must cover it once, without bank conflicts");
+
 // One butterfly step of quad_transpose: a lane whose bit of `kMask` is set (`upper`) gives its
 // words kLow0, kLow1 to lane ^ kMask and takes that lane's kHigh0, kHigh1 in their place; the
 // other lane does the opposite.
@@ -680,20 +726,14 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
       const int row0 = tile_m * kBM + row_offset + warp * 16 + (lane >> 2);
       const int col0 = tile_n * kBN + 8 * quad_lane;
       if (kTmaStore && split_k == 1) {
-        // Chunk (mb, nc): rows 64 mb .. of the consumer's share, columns 64 nc .. of the tile. A
-        // lane's octet of chunk row r, columns 8 q + 32 j (quad lane q, j = 0 or 1), is 16-byte
-        // unit 4 j + q of the row, at unit (4 j + q) ^ (r % 8) under the 128-byte swizzle. A
-        // quarter warp writes rows r and r + 1 (r even): were both to write j = 0 first, their
-        // units would fall in the same 64 bytes of the bank space; the odd row writes j = 1 first,
-        // so each of the two stores covers all 32 banks once.
+        // Chunk (mb, nc): rows 64 mb .. of the consumer's share, columns 64 nc .. of the tile,
+        // written as store_unit and store_offset say (checked above the kernel).
         // Before a chunk's barrier the storing thread waits until the previous chunk's store has
         // read its buffer, which the next chunk then refills; the barrier also publishes this
         // chunk's writes (each thread fenced them into the async proxy) to the storing thread.
         // Whether a chunk lies inside C depends on the tile only, so the whole consumer takes the
         // same branches to its barriers.
         const int store_barrier = 3 + consumer;  // 1 and 2 are split-K's
-        const int chunk_row_in = warp * 16 + (lane >> 2);
-        const bool odd_row = ((lane >> 2) & 1) != 0;
 #pragma unroll
         for (int mb = 0; mb < kMBlocks; ++mb) {
           const int chunk_m = tile_m * kBM + row_offset + mb * 64;
@@ -706,7 +746,7 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
                 store_smem + (consumer * kStoreBuffers + (chunks_stored & 1)) * kStoreChunkBytes;
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-              const int r = chunk_row_in + 8 * h;
+              const int r = store_row(warp, lane, h);
               unsigned w0[4], w1[4];
 #pragma unroll
               for (int j = 0; j < 4; ++j) {
@@ -716,14 +756,13 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
               }
               quad_transpose(w0, quad_lane);
               quad_transpose(w1, quad_lane);
-              const uint4 left = make_uint4(w0[0], w0[1], w0[2], w0[3]);
-              const uint4 right = make_uint4(w1[0], w1[1], w1[2], w1[3]);
-              const unsigned row_addr = buffer + static_cast<unsigned>(r) * kRowBytes;
-              const unsigned swizzle = static_cast<unsigned>(r & 7);
-              const unsigned left_unit = static_cast<unsigned>(quad_lane) ^ swizzle;
-              const unsigned right_unit = static_cast<unsigned>(4 + quad_lane) ^ swizzle;
-              st_shared_16(row_addr + 16 * (odd_row ? right_unit : left_unit), odd_row ? right : left);
-              st_shared_16(row_addr + 16 * (odd_row ? left_unit : right_unit), odd_row ? left : right);
+              const uint4 first_group = make_uint4(w0[0], w0[1], w0[2], w0[3]);
+              const uint4 second_group = make_uint4(w1[0], w1[1], w1[2], w1[3]);
+#pragma unroll
+              for (int second = 0; second < 2; ++second) {
+                const int unit = store_unit(lane, second);
+                st_shared_16(buffer + store_offset(r, unit), unit >= 4 ? second_group : first_group);
+              }
             }
             fence_proxy_async_shared();
             if (t == 0) bulk_wait_read_all();
