@@ -627,10 +627,17 @@ KernelDescriptor gemm_descriptor() {
       const double area = bm * bn / (128.0 * 256.0);
       // Clusters of two (B multicast) ran at this speed of the same tile without, on an H100 (NOTES,
       // thirteenth session): 1.00-1.14x at 4096^3, 0.89-1.00x at 8192^3 (five tiles, both layouts).
-      // The TMA store epilogue has not met a GPU yet (NOTES, nineteenth session): priced 2% below
-      // the register epilogue, which measured 5.7% of the consumers' stalls at 4096^3, so that the
-      // model's order tries it after the measured epilogue's close rivals instead of pairing every
-      // candidate with its twin. surrogate's per-value correction moves it once it is measured.
+      // The TMA store epilogue has not met a GPU yet (NOTES, nineteenth session), so it is priced
+      // a little worse than the register epilogue: surrogate's per-value correction moves it once
+      // it is measured, and meanwhile the model's order tries it after the measured epilogue's
+      // close rivals instead of pairing every candidate with its twin.
+      // - Where tiles are compute-bound: 2% below (the register epilogue measured 5.7% of the
+      //   consumers' stalls at 4096^3, the most that moving the stores off them could give).
+      // - At the end of a block's walk: 1 us of tail. Its last chunk still has to pass through
+      //   shared memory, a barrier and TMA's read before the block may exit, where the register
+      //   stores leave at once. This also separates the twins where DRAM, not the tensor cores,
+      //   sets the time.
+      if (c.at("tma_store") != 0) w.tail_s = 1e-6;
       w.compute_efficiency = 14.8 * 0.78 * std::sqrt(std::min(area, 1.0)) * wave_fill *
                              (c.at("stages") >= 3 ? 1.0 : 0.8) * (c.at("consumers") == 2 ? 1.0 : 0.85) *
                              (c.at("pingpong") != 0 ? 1.04 : 1.0) * (c.at("cluster") > 1 ? 0.98 : 1.0) *

@@ -135,6 +135,9 @@ struct Work {
   // Seconds the slowest block needs at least for its chain of dependent memory round trips (a
   // pipeline that refills only as deep as its stages), whatever the bandwidth and flops allow.
   double serial_s = 0;
+  // Seconds a block spends after its last loop that nothing overlaps, added to the estimate: an
+  // epilogue the block must wait on before it exits.
+  double tail_s = 0;
   // Bytes the whole grid keeps in flight from DRAM (copies a block issues ahead of use, such as a
   // TMA ring's stages), where the kernel knows them: its DRAM time then follows how much of
   // bandwidth x latency they cover (Little's law), not the share of the SMs its blocks occupy. 0:

@@ -82,7 +82,7 @@ double estimate_ms(const templates::KernelDescriptor& kernel, const Config& conf
           ? std::max(0.01, std::min(1.0, work.bytes_in_flight / (sm.dram_gbps * 1e9 * sm.dram_latency_s)))
           : parallel;
   const double throughput_s = std::max({memory_s / memory_share, l2_s / parallel, compute_s / parallel});
-  return 1e3 * (launch_s + atomics_s + std::max(work.serial_s, throughput_s));
+  return 1e3 * (launch_s + atomics_s + work.tail_s + std::max(work.serial_s, throughput_s));
 }
 
 Choice choose(const std::vector<TrialReport>& trials, const std::optional<Config>& incumbent,

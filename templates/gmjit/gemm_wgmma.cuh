@@ -357,13 +357,12 @@ __device__ __forceinline__ void tma_store_2d(const TmaMap* map, unsigned src, in
                : "memory");
 }
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
-// This thread's bulk stores have finished reading shared memory (the buffers may be refilled).
+// This thread's bulk stores have finished reading shared memory: the buffers may be refilled, or
+// the block may exit. Their writes to C need no wait; they are visible when the grid completes, as
+// CUTLASS's sm90 epilogue also relies on (its tma_store_wait is this .read wait).
 __device__ __forceinline__ void bulk_wait_read_all() {
   asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
 }
-// This thread's bulk stores are complete, their writes performed: before the block's shared
-// memory goes away.
-__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
@@ -875,7 +874,7 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
       }
     }
     // The block's shared memory must outlive the stores that read it.
-    if (kTmaStore && t == 0) bulk_wait_all();
+    if (kTmaStore && t == 0) bulk_wait_read_all();
   }
 #else
   // wgmma, setmaxnreg and this TMA form need sm_90a; other targets get a kernel that traps, so the
