@@ -27,7 +27,6 @@ namespace gmjit::tuner {
 
 namespace {
 
-constexpr std::size_t kNearestShapes = 3;   // as transfer: the winners of the three nearest shapes
 // The model's cheapest in the first population, and random ones beside them against a misleading
 // model. Replayed on 8 shapes an H100 recorded (tests/data/search_h100_recording.tar.xz), 4 and 8
 // brought 6 within 2% in 10% of the evaluations, 8 and 4 brought 7: random picks found little in
@@ -139,12 +138,7 @@ class EvolveSearcher : public Searcher {
     auto add = [&](std::size_t index) {
       if (std::find(seeds_.begin(), seeds_.end(), index) == seeds_.end()) seeds_.push_back(index);
     };
-    if (space.nearest_winners) {
-      for (const auto& wanted : space.nearest_winners(kNearestShapes)) {
-        const auto it = std::find(space.candidates.begin(), space.candidates.end(), wanted);
-        if (it != space.candidates.end()) add(static_cast<std::size_t>(it - space.candidates.begin()));
-      }
-    }
+    for (std::size_t index : nearest_winner_indices(space)) add(index);
     for (std::size_t i = 0; i < model_order_.size() && i < kModelSeeds; ++i) add(model_order_[i]);
     const std::size_t wanted = std::min(size_, seeds_.size() + kRandomSeeds);
     while (seeds_.size() < wanted) add(below(size_));

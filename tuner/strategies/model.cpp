@@ -13,7 +13,11 @@ namespace gmjit::tuner {
 std::vector<std::size_t> cheapest_first(const SearchSpace& space) {
   std::vector<double> estimates;
   for (const auto& config : space.candidates) estimates.push_back(space.estimate_ms(config));
-  std::vector<std::size_t> order(space.candidates.size());
+  return cheapest_first(estimates);
+}
+
+std::vector<std::size_t> cheapest_first(const std::vector<double>& estimates) {
+  std::vector<std::size_t> order(estimates.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),
                    [&](std::size_t a, std::size_t b) { return estimates[a] < estimates[b]; });

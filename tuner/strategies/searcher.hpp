@@ -73,5 +73,11 @@ class OrderedSearcher : public Searcher {
 // Candidates by the cost model, cheapest first; equal estimates keep domain order, so the order
 // never depends on the platform's sort.
 std::vector<std::size_t> cheapest_first(const SearchSpace& space);
+// The same order from estimates already made, one per candidate.
+std::vector<std::size_t> cheapest_first(const std::vector<double>& estimates);
+
+// The candidates that won the nearest tuned shapes (space.nearest_winners, the three nearest),
+// nearest first and each once; winners outside the space are skipped. Empty without a cache.
+std::vector<std::size_t> nearest_winner_indices(const SearchSpace& space);
 
 }  // namespace gmjit::tuner

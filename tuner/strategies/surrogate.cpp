@@ -24,7 +24,6 @@ namespace gmjit::tuner {
 
 namespace {
 
-constexpr std::size_t kNearestShapes = 3;   // as transfer and evolve: the three nearest shapes' winners
 constexpr std::size_t kSeeds = 8;           // the model's picks measured before any correction
 constexpr std::size_t kMaxOutstanding = 4;  // handed out before their results refit the correction
 // In units of one measurement: a value's correction moves halfway to its measurements' mean
@@ -60,11 +59,13 @@ class SurrogateSearcher : public Searcher {
  public:
   explicit SurrogateSearcher(const SearchSpace& space)
       : handed_(space.candidates.size(), false) {
-    if (space.estimate_ms) {
-      model_order_ = cheapest_first(space);
-    } else {  // no model: domain order, corrected all the same
-      for (std::size_t i = 0; i < space.candidates.size(); ++i) model_order_.push_back(i);
+    // Without a model every estimate is equal: domain order, corrected all the same.
+    std::vector<double> estimates;
+    for (const auto& config : space.candidates) {
+      estimates.push_back(space.estimate_ms ? std::max(1e-9, space.estimate_ms(config)) : 1.0);
+      log_estimate_.push_back(std::log(estimates.back()));
     }
+    model_order_ = cheapest_first(estimates);
     std::map<std::string, std::set<std::int64_t>> axes;
     for (const auto& config : space.candidates) {
       for (const auto& [name, value] : config) axes[name].insert(value);
@@ -81,23 +82,14 @@ class SurrogateSearcher : public Searcher {
         if (const auto it = feature_of.find({name, value}); it != feature_of.end()) active.push_back(it->second);
       }
       active_.push_back(std::move(active));
-      log_estimate_.push_back(space.estimate_ms ? std::log(std::max(1e-9, space.estimate_ms(config))) : 0.0);
     }
     correction_.assign(features_, 0.0);
-    std::map<Config, std::size_t> index_of;
-    for (std::size_t i = 0; i < space.candidates.size(); ++i) index_of.emplace(space.candidates[i], i);
-    std::vector<bool> chosen(space.candidates.size(), false);
-    auto choose = [&](std::size_t index) {
-      if (chosen[index]) return;
-      chosen[index] = true;
-      first_.push_back(index);
-    };
-    if (space.nearest_winners) {
-      for (const auto& winner : space.nearest_winners(kNearestShapes)) {
-        if (const auto it = index_of.find(winner); it != index_of.end()) choose(it->second);
-      }
+    first_ = nearest_winner_indices(space);
+    const std::size_t winners = first_.size();
+    for (std::size_t i = 0; i < std::min(kSeeds, model_order_.size()); ++i) {
+      const auto end = first_.begin() + static_cast<std::ptrdiff_t>(winners);
+      if (std::find(first_.begin(), end, model_order_[i]) == end) first_.push_back(model_order_[i]);
     }
-    for (std::size_t i = 0; i < std::min(kSeeds, model_order_.size()); ++i) choose(model_order_[i]);
   }
 
   std::vector<std::size_t> ask(std::size_t count) override {

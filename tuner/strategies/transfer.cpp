@@ -10,17 +10,8 @@ namespace gmjit::tuner {
 
 namespace {
 
-constexpr std::size_t kNearestShapes = 3;
-
 std::vector<std::size_t> nearest_winners_first(const SearchSpace& space) {
-  std::vector<std::size_t> order;
-  const auto& candidates = space.candidates;
-  for (const auto& wanted : space.nearest_winners ? space.nearest_winners(kNearestShapes) : std::vector<Config>{}) {
-    const auto it = std::find(candidates.begin(), candidates.end(), wanted);
-    if (it == candidates.end()) continue;
-    const auto index = static_cast<std::size_t>(it - candidates.begin());
-    if (std::find(order.begin(), order.end(), index) == order.end()) order.push_back(index);
-  }
+  std::vector<std::size_t> order = nearest_winner_indices(space);
   const std::size_t seeded = order.size();
   for (std::size_t index : cheapest_first(space)) {
     if (std::find(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(seeded), index) ==
