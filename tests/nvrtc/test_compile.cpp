@@ -51,11 +51,13 @@ TEST_P(EveryValidConfig, CompilesToPtxAndCubinForSm90a) {
     if (module.resources.registers <= 0) return "no resource report";
     // sgemm's warp tiles keep 64 or 128 accumulators and two fragment buffers in registers; the
     // descriptor admits only tiles that ptxas fits without spilling a tile to local memory.
-    // The same ptxas 13.0 does not allocate identically on every host at the 128-register step:
-    // sgemm_warp<64, 128, 8, 32, 8, 8> at k=3000, m=127, n=1000 got 0 B here and 12 B of spills
-    // (16 B stack) on a CI machine, so a few bytes pass and a spilled fragment or tile does not.
+    // The same ptxas 13.0 does not allocate identically from run to run at the 128-register step:
+    // at k=3000, m=127, n=1000, sgemm_warp<64, 128, 8, 32, 8, 8> got 0 B here and 12 B of spills
+    // (16 B stack) on a CI machine, and sgemm_warp<128, 64, ...> 16 B of stores and 20 B of loads
+    // in a later run here that passed before. So up to 32 B pass (a few registers' worth) and a
+    // spilled fragment or tile (hundreds of bytes) does not.
     // Without ptxas's report (an NVRTC that prints none) the cubin's stack size stands in.
-    constexpr int kHostDependentSpillBytes = 16;
+    constexpr int kHostDependentSpillBytes = 32;
     if (c.kernel == "sgemm" && item.config.at("wm") != 0) {
       if (!module.resources.spills_known && module.resources.stack_bytes > kHostDependentSpillBytes) {
         return fmt::format("{} B stack", module.resources.stack_bytes);
