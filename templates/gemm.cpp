@@ -441,7 +441,7 @@ KernelDescriptor gemm_descriptor() {
       {"bk", {32, 64}, "path 0: depth of one shared-memory stage"},
       {"warps_m", {1, 2, 4}, "path 0: warps along m"},
       {"warps_n", {1, 2, 4}, "path 0: warps along n"},
-      {"stages", {2, 3, 4, 5, 6, 8}, "path 0: shared-memory pipeline stages (wgmma=0: at most 5)"},
+      {"stages", {2, 3, 4, 5, 6, 8, 10, 12}, "path 0: shared-memory pipeline stages (wgmma=0: at most 5)"},
       {"group_m", {1, 8}, "path 0: tile rows per raster group (L2 reuse)"},
       {"split_k", {1, 2, 4, 8}, "k-slices across the grid's z, summed in an fp32 workspace"},
       {"sk_warps", {4, 8}, "path 1: warps per block"},

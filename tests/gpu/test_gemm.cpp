@@ -26,10 +26,10 @@ class Gemm : public ::testing::TestWithParam<Case> {};
 
 // Every valid configuration, both paths, against the double-precision reference (fresh random
 // inputs, NaN-poisoned outputs, guard bytes past them and past the workspace). Run size (pinned by
-// Gemm.ValidConfigCounts in tests/unit/test_gemm.cpp): 6150 configurations per dtype over the 10
-// (shape, trans_b) cases, 12300 verifications in all: per layout 206 mma at 1x1x1, 17x33x29 and
+// Gemm.ValidConfigCounts in tests/unit/test_gemm.cpp): 6238 configurations per dtype over the 10
+// (shape, trans_b) cases, 12476 verifications in all: per layout 206 mma at 1x1x1, 17x33x29 and
 // 64x64x8, 656 at 128^3, 824 plus 24-26 skinny at 16x4096x1024, 6-10 skinny at 1x1x1, and the
-// Hopper family's 190 at 64x64x8, 273 at 128^3 (unsplit: every ring holds both k-tiles) and 481 at
+// Hopper family's 198 at 64x64x8, 289 at 128^3 (unsplit: every ring holds both k-tiles) and 501 at
 // 16x4096x1024, about half of each with the TMA store epilogue (tma_store=1).
 // Compiles: the shape enters the instantiation only through the aligned flag (and the skinny
 // path's m rounded to a power of two), so about 1150 distinct kernels per dtype and layout

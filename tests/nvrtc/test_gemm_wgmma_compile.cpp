@@ -49,7 +49,7 @@ TEST(GemmWgmmaRules, DescriptorAgreesWithTheHeader) {
   std::size_t valid = 0, invalid = 0;
   for (const std::int64_t bm : {64, 128, 192, 256, 384}) {
     for (const std::int64_t bn : {32, 64, 128, 192, 256}) {
-      for (const std::int64_t stages : {1, 2, 3, 4, 5, 6, 8}) {
+      for (const std::int64_t stages : {1, 2, 3, 4, 5, 6, 8, 10, 12}) {
         for (const std::int64_t consumers : {1, 2, 3}) {
           for (const std::int64_t tma_store : {0, 1}) {
             for (const std::int64_t pingpong : {0, 1}) {

@@ -564,6 +564,9 @@ void time_skinny_shape(cublasHandle_t handle, int M, int N, int K) {
   prepare_timing<true>(t, handle, M, N, K);
   for (int split : {1, 2, 4}) {
     time_config<64, 64, 8, 1, 1, true>(t, split);
+    time_config<64, 64, 10, 1, 1, true>(t, split);
+    time_config<64, 64, 12, 1, 1, true>(t, split);
+    time_config<64, 64, 12, 2, 1, true, true>(t, split);
     time_config<64, 128, 6, 1, 1, true>(t, split);
     time_config<64, 256, 4, 1, 1, true>(t, split);
     time_config<128, 128, 5, 2, 8, true>(t, split);
@@ -626,7 +629,7 @@ int main(int argc, char** argv) {
       time_shape<false>(handle, s.m, s.n, s.k);
     }
     const Shape skinny[] = {
-        {16, 6144, 4096}, {64, 4096, 4096}, {128, 4096, 4096}, {128, 8192, 8192}, {512, 4096, 4096}};
+        {16, 6144, 4096}, {16, 4096, 4096}, {64, 4096, 4096}, {128, 4096, 4096}, {128, 8192, 8192}, {512, 4096, 4096}};
     for (const Shape& s : skinny) time_skinny_shape(handle, s.m, s.n, s.k);
     // One wave of 96 tiles on 132 SMs with the tuned winners; 128 tiles with bn=192.
     const Shape quantized[] = {{512, 6144, 4096}, {1024, 1536, 1024}};
@@ -778,6 +781,16 @@ int main(int argc, char** argv) {
   check<bf, true, 128, 256, 4, 2, 8, false, 1, true>(large, false);
   check<hf, false, 128, 128, 5, 2, 8, true, 1, true>(large, false);
   check<bf, true, 64, 64, 8, 1, 1, false, 1, true>(large, false);
+
+  // Rings of 10 and 12 stages (64x64 tiles only fit them): k-tile counts below, at and past the
+  // ring, split-K, pingpong, the TMA store; a 12-stage ring wraps many times at k = 4096.
+  check<bf, true, 64, 64, 12, 1, 1>(small, true, 2);
+  check<hf, false, 64, 64, 10, 1, 8>(small, true);
+  check<bf, true, 64, 64, 12, 2, 8, true>(small, true);
+  check<hf, true, 64, 64, 10, 2, 1, true, 1, true>(small, true);
+  check<bf, false, 64, 64, 12, 1, 1, false, 1, true>(small, true);
+  check<bf, true, 64, 64, 12, 1, 1>(large, false, 2);
+  check<bf, true, 64, 64, 12, 2, 8, true, 1, true>(large, false);
 
   // Large shapes, sampled: many tiles a block on the persistent grid.
   check<bf, true, 128, 128, 4, 2, 8, true>(large, false);

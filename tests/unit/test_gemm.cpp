@@ -61,7 +61,7 @@ TEST(Gemm, Domains) {
   const auto& k = gemm();
   std::vector<std::pair<std::string, std::vector<std::int64_t>>> expected = {
       {"path", {0, 1}},         {"bm", {64, 128, 256}},   {"bn", {64, 128, 192, 256}}, {"bk", {32, 64}},
-      {"warps_m", {1, 2, 4}},   {"warps_n", {1, 2, 4}},   {"stages", {2, 3, 4, 5, 6, 8}}, {"group_m", {1, 8}},
+      {"warps_m", {1, 2, 4}},   {"warps_n", {1, 2, 4}},   {"stages", {2, 3, 4, 5, 6, 8, 10, 12}}, {"group_m", {1, 8}},
       {"split_k", {1, 2, 4, 8}}, {"sk_warps", {4, 8}},     {"sk_cols", {2, 4}},    {"sk_unroll", {2, 4, 8}},
       {"wgmma", {0, 1}},        {"consumers", {1, 2}},    {"pingpong", {0, 1}},   {"cluster", {1, 2}},
       {"tma_store", {0, 1}}};
@@ -227,13 +227,13 @@ TEST(Gemm, NoTwoValidConfigsAreTheSameLaunch) {
 }
 
 // all_configs lists each family's own parameters over their domains with the others' at the
-// default: 5184 mma (with split_k; stages 2-5 and bn 64, 128, 256 only), 48 skinny and 9216 wgmma
+// default: 5184 mma (with split_k; stages 2-5 and bn 64, 128, 256 only), 48 skinny and 12288 wgmma
 // (bm, bn, stages, group_m, consumers, pingpong, cluster, tma_store, split_k) configurations, not
-// the 3981312 of the cross product, whose others violation rejects at every shape.
+// the 5308416 of the cross product, whose others violation rejects at every shape.
 TEST(Gemm, ConfigurationsAreEachPathsOwnCrossProduct) {
   const auto& k = gemm();
   const auto listed = all_configs(k);
-  EXPECT_EQ(listed.size(), 5184u + 48u + 576u * 4u * 2u * 2u);
+  EXPECT_EQ(listed.size(), 5184u + 48u + 768u * 4u * 2u * 2u);
   std::set<Config> unique(listed.begin(), listed.end());
   EXPECT_EQ(unique.size(), listed.size());
   for (const auto& c : listed) {
@@ -276,25 +276,25 @@ TEST(Gemm, ValidConfigCounts) {
   };
   // The Hopper family: 13 cooperative (bm, bn, consumers) within 128 accumulators a consumer
   // thread and 7 pingpong tiles ((bm/64)*(bn/2) <= 128). The stages that fit the shared memory,
-  // 1056 + stages*((bm+bn)*128+16) bytes: all six (2-6, 8) for 64x64, 64x128 and 128x64, 2-6 for
-  // 128x128 and 64x192, 2-5 for 64x256, 256x64 and 128x192, 2-4 for 128x256 and 256x128: 61
-  // cooperative and 36 pingpong. Times group_m 1 and 8 on tile grids of two rows and columns or
+  // 1056 + stages*((bm+bn)*128+16) bytes: all eight (2-6, 8, 10, 12) for 64x64, 2-6 and 8 for
+  // 64x128 and 128x64, 2-6 for 128x128 and 64x192, 2-5 for 64x256, 256x64 and 128x192, 2-4 for
+  // 128x256 and 256x128: 63 cooperative and 38 pingpong. Times group_m 1 and 8 on tile grids of two rows and columns or
   // more; none where k or n is not a multiple of 8. Split-K only where the tiles leave SMs idle,
   // every slice gets a 64-deep k-tile and k has more of them than the ring has stages. Clusters of
   // two where bn >= 128 and there are two tile rows: at 4096^2, 35 cooperative and 20 pingpong,
   // times group_m 1 and 8.
   // tma_store=1 (unsplit only) adds 16 KiB of store buffers a consumer, which leaves out 5 stages
-  // of 128x192 and 256x64 with two consumers and of pingpong 64x256 and 256x64: 59 cooperative
-  // and 34 pingpong, 53 with clusters (34 + 19).
-  EXPECT_EQ(count_wgmma(gemm_shape(4096, 4096, 4096, 1)), 2 * (97u + 93u) + 2 * (55u + 53u));  // no split
-  EXPECT_EQ(count_wgmma(gemm_shape(4096, 4096, 4096, 0)), 2 * (97u + 93u) + 2 * (55u + 53u));
-  EXPECT_EQ(count_wgmma(gemm_shape(64, 64, 8, 0)), 97u + 93u);  // one k-tile: no split; one tile row: no cluster
-  // The 97, group_m 8 for the 64x64 tiles' 2x2 grid (6 cooperative, 6 pingpong), clusters of the
+  // of 128x192 and 256x64 with two consumers and of pingpong 64x256 and 256x64: 61 cooperative
+  // and 36 pingpong, 53 with clusters (34 + 19).
+  EXPECT_EQ(count_wgmma(gemm_shape(4096, 4096, 4096, 1)), 2 * (101u + 97u) + 2 * (55u + 53u));  // no split
+  EXPECT_EQ(count_wgmma(gemm_shape(4096, 4096, 4096, 0)), 2 * (101u + 97u) + 2 * (55u + 53u));
+  EXPECT_EQ(count_wgmma(gemm_shape(64, 64, 8, 0)), 101u + 97u);  // one k-tile: no split; one tile row: no cluster
+  // The 101, group_m 8 for the 64x64 tiles' 2x2 grid (8 cooperative, 8 pingpong), clusters of the
   // two 64-row tile rows for 64x128, 64x192 and 64x256 (6 + 5 + 4 stages, one consumer or
   // pingpong; group_m 1: the pair is one unit row). No split: every ring holds both k-tiles.
   // With tma_store=1 the same less pingpong 64x256's 5 stages.
-  EXPECT_EQ(count_wgmma(gemm_shape(128, 128, 128, 1)), (97u + 12u + 30u) + (93u + 12u + 29u));
-  EXPECT_EQ(count_wgmma(gemm_shape(16, 4096, 1024, 1)), 4 * 97u + 93u);  // 16 k-tiles: splits 1, 2, 4, 8
+  EXPECT_EQ(count_wgmma(gemm_shape(128, 128, 128, 1)), (101u + 16u + 30u) + (97u + 16u + 29u));
+  EXPECT_EQ(count_wgmma(gemm_shape(16, 4096, 1024, 1)), 4 * 101u + 97u);  // 16 k-tiles: splits 1, 2, 4, 8
   EXPECT_EQ(count_wgmma(gemm_shape(17, 33, 29, 1)), 0u);
   EXPECT_EQ(count_wgmma(gemm_shape(1, 1, 1, 1)), 0u);
   // No split-K at 8192^2 (m*n above 2^25) nor at 4096^2 (every valid tile grid has 512 tiles or
@@ -326,7 +326,7 @@ TEST(Gemm, ValidConfigCounts) {
     }
   }
   std::printf("[ configs  ] gemm: %zu per dtype at the gpu tier's shapes\n", total);
-  EXPECT_EQ(total, 4262u + 2 * ((139u + 134u) + (4 * 97u + 93u) + (97u + 93u)));
+  EXPECT_EQ(total, 4262u + 2 * ((147u + 142u) + (4 * 101u + 97u) + (101u + 97u)));
 }
 
 TEST(Gemm, NameExpressions) {

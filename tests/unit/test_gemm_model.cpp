@@ -117,7 +117,7 @@ TEST(GemmModel, SmallBatchesRankDeepWgmmaRingsFirst) {
     // group_m 1 measured after 4 of group_m 8, 0.0304 against 0.0299 ms).
     const auto& gemm = templates::find_kernel("gemm");
     for (const std::int64_t group_m : {1, 8}) {
-      const std::vector<std::int64_t> rings = {2, 3, 4, 5, 6, 8};
+      const std::vector<std::int64_t> rings = {2, 3, 4, 5, 6, 8, 10, 12};
       std::vector<double> by_stages;
       for (const std::int64_t stages : rings) {
         Config c = gemm.default_config;
