@@ -600,7 +600,7 @@ KernelDescriptor gemm_descriptor() {
       // 5 (H100, 64x64 tiles at m = 64-128, n = 4096-6144, k = 4096: 0.80 down to 0.45 us a
       // k-tile; NOTES, fourteenth session). Where the tiles are few and k is long, this is the
       // bound, and deeper rings win, though less past 8 stages than this prices: 64x4096x4096 ran
-      // 0.36 us a k-tile with 8 and 0.34 with 12, where this says 0.35 and 0.30 (NOTES, twentieth
+      // 0.37 us a k-tile with 8 and 0.34 with 12, where this says 0.35 and 0.30 (NOTES, twentieth
       // session). Its order among the deep rings held, so the formula stays.
       const double stages = static_cast<double>(c.at("stages"));
       const double k_tiles = std::ceil(std::ceil(k / 64.0) / split);
