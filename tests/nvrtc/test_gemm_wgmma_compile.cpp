@@ -2,7 +2,8 @@
 // descriptor's rules agree with the header's, and every valid configuration compiles with NVRTC
 // for sm_90a, in both layouts and dtypes, to code that loads through TMA onto mbarriers, multiplies
 // with wgmma, rebalances registers with setmaxnreg, stores through TMA when tma_store=1 and keeps
-// nothing in local memory.
+// nothing in local memory; where a disassembler is installed, each kernel body's SASS holds HGMMA
+// and no local-memory access.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -12,6 +13,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <cstdio>
 #include <mutex>
 #include <string>
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "codegen/compiler.hpp"
+#include "codegen/toolkit.hpp"
 #include "gmjit/device.hpp"
 #include "gmjit/error.hpp"
 #include "templates/registry.hpp"
@@ -199,6 +202,92 @@ TEST(GemmWgmmaCompile, EveryValidConfigurationForSm90a) {
   ASSERT_GT(items.size(), 100u);
 
   compile_all(items);
+}
+
+// What the SASS of one configuration lacks or holds that it should not (empty when nothing): the
+// HGMMA of its tile, at least as many a k-tile as its consumer's rows of 64 take, TMA loads, and no
+// local memory (LDL/STL), which the PTX and ptxas's report cannot show after ptxas's own choices.
+std::vector<std::string> sass_problems(const Item& it) {
+  std::vector<std::string> wrong;
+  try {
+    const auto source = codegen::specialize(gemm(), it.shape, it.dtype, it.config);
+    codegen::Compiler compiler;
+    const auto module = compiler.compile(source, "sm_90a").module;
+    std::string why_not;
+    const auto sass = codegen::disassemble(module->cubin, why_not);
+    if (!sass) return {why_not};
+    // fp16 is HGMMA's default type, which nvdisasm leaves unwritten.
+    const std::string hgmma =
+        fmt::format("HGMMA.64x{}x16.F32{} ", it.config.at("bn"), it.dtype == "bf16" ? ".BF16" : "");
+    // B in k x n rows (trans_b=0) is read from shared memory transposed; B^T as it is.
+    const bool transposed_b = it.shape.at("trans_b") == 0;
+    std::size_t hgmmas = 0, wrong_layout = 0;
+    for (auto at = sass->find(hgmma); at != std::string::npos; at = sass->find(hgmma, at + 1)) {
+      ++hgmmas;
+      const auto operands = sass->substr(at, sass->find(';', at) - at);
+      wrong_layout += (operands.find(".tnspB") != std::string::npos) != transposed_b;
+    }
+    if (wrong_layout > 0) {
+      wrong.push_back(fmt::format("{} HGMMA {} .tnspB", wrong_layout, transposed_b ? "without" : "with"));
+    }
+    // A cooperative tile splits its rows between the consumers; a pingpong consumer takes them all.
+    const auto rows_of_64 = it.config.at("bm") / 64 / (it.config.at("pingpong") != 0 ? 1 : it.config.at("consumers"));
+    const auto per_k_tile = static_cast<std::size_t>(rows_of_64 * it.config.at("bk") / 16);
+    if (hgmmas < per_k_tile) wrong.push_back(fmt::format("{} '{}' where a k-tile takes {}", hgmmas, hgmma, per_k_tile));
+    if (sass->find("UTMALDG") == std::string::npos) wrong.push_back("no UTMALDG");
+    for (const char* local : {" LDL", " STL"}) {
+      if (sass->find(local) != std::string::npos) wrong.push_back(fmt::format("SASS has{}", local));
+    }
+  } catch (const Error& e) {
+    wrong.push_back(std::string(e.what()) + "\n" + e.log());
+  }
+  return wrong;
+}
+
+// One configuration of each kernel body the family generates, read in SASS: every parameter but
+// the ring's length and the raster group, which only change loop bounds, at the deepest ring that
+// fits; split-K at a decode batch, where it is valid. The layouts and dtypes of gemm.json.
+TEST(GemmWgmmaSass, EveryKernelBodyHasHgmmaAndNoLocalMemory) {
+  if (!codegen::disassembler_command()) {
+    GTEST_SKIP() << "no nvdisasm or cuobjdump on PATH or in the CUDA toolkit (scripts/install-deps.sh installs "
+                    "nvdisasm from PyPI)";
+  }
+  std::map<std::string, Item> deepest;
+  for (const auto& [dtype, trans_b] : {std::pair<const char*, std::int64_t>{"bf16", 1}, {"fp16", 0}}) {
+    for (const auto& shape : {gemm_shape(4096, 4096, 4096, trans_b), gemm_shape(64, 4096, 4096, trans_b)}) {
+      for (const auto& c : templates::valid_configs(gemm(), shape)) {
+        if (c.at("wgmma") != 1) continue;
+        Config body = c;
+        body.erase("stages");
+        body.erase("group_m");
+        const auto key = fmt::format("{} {}", dtype, format_assignments(body));
+        const auto it = deepest.find(key);
+        if (it == deepest.end() || it->second.config.at("stages") < c.at("stages")) deepest[key] = {c, shape, dtype};
+      }
+    }
+  }
+  ASSERT_GT(deepest.size(), 50u);
+  std::vector<Item> items;
+  for (auto& [key, item] : deepest) items.push_back(std::move(item));
+
+  std::atomic<std::size_t> next{0};
+  std::mutex mutex;
+  std::vector<std::string> problems;
+  auto work = [&] {
+    for (std::size_t i = next++; i < items.size(); i = next++) {
+      const auto wrong = sass_problems(items[i]);
+      if (wrong.empty()) continue;
+      std::lock_guard<std::mutex> lock(mutex);
+      problems.push_back(fmt::format("{} {}: {}", format_assignments(items[i].config), items[i].dtype,
+                                     fmt::join(wrong, "; ")));
+    }
+  };
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < std::max(2u, std::thread::hardware_concurrency()); ++t) threads.emplace_back(work);
+  for (auto& t : threads) t.join();
+  EXPECT_TRUE(problems.empty()) << problems.size() << " of " << items.size() << ":\n"
+                                << fmt::format("{}", fmt::join(problems, "\n"));
+  std::printf("[ sass     ] %zu gemm_wgmma kernel bodies disassembled\n", items.size());
 }
 
 // The family is sm_90a's alone: elsewhere the tuner drops it before compiling, and the header
