@@ -13,8 +13,9 @@
 #include <array>
 #include <atomic>
 #include <chrono>
-#include <map>
 #include <cstdio>
+#include <functional>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -154,35 +155,45 @@ std::vector<std::string> compile_problems(const Item& it, int& registers) {
   return wrong;
 }
 
-// Compiles the items on every core; fails the test with each item's problems.
-void compile_all(const std::vector<Item>& items) {
+// Runs `check` on every item across the cores and fails the test with each item's problems.
+void check_on_every_core(const std::vector<Item>& items,
+                         const std::function<std::vector<std::string>(const Item&)>& check) {
   std::atomic<std::size_t> next{0};
+  std::atomic<std::size_t> checked{0};
   std::mutex mutex;
   std::vector<std::string> problems;
-  std::size_t compiled = 0;
-  int most_registers = 0;
-  const auto started = std::chrono::steady_clock::now();
   auto work = [&] {
     for (std::size_t i = next++; i < items.size(); i = next++) {
-      const auto& it = items[i];
-      int registers = 0;
-      const auto wrong = compile_problems(it, registers);
+      const auto wrong = check(items[i]);
+      ++checked;
+      if (wrong.empty()) continue;
       std::lock_guard<std::mutex> lock(mutex);
-      ++compiled;
-      most_registers = std::max(most_registers, registers);
-      if (!wrong.empty()) {
-        problems.push_back(fmt::format("{} {}: {}", format_assignments(it.config), it.dtype, fmt::join(wrong, "; ")));
-      }
+      problems.push_back(
+          fmt::format("{} {}: {}", format_assignments(items[i].config), items[i].dtype, fmt::join(wrong, "; ")));
     }
   };
   std::vector<std::thread> threads;
   for (unsigned t = 0; t < std::max(2u, std::thread::hardware_concurrency()); ++t) threads.emplace_back(work);
   for (auto& t : threads) t.join();
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  EXPECT_EQ(compiled, items.size());
+  EXPECT_EQ(checked.load(), items.size());
   EXPECT_TRUE(problems.empty()) << problems.size() << " of " << items.size() << ":\n"
                                 << fmt::format("{}", fmt::join(problems, "\n"));
-  std::printf("[ compiled ] %zu gemm_wgmma kernels in %.0f s, at most %d registers\n", compiled, seconds,
+}
+
+// Compiles the items on every core; fails the test with each item's problems.
+void compile_all(const std::vector<Item>& items) {
+  std::mutex mutex;
+  int most_registers = 0;
+  const auto started = std::chrono::steady_clock::now();
+  check_on_every_core(items, [&](const Item& it) {
+    int registers = 0;
+    auto wrong = compile_problems(it, registers);
+    std::lock_guard<std::mutex> lock(mutex);
+    most_registers = std::max(most_registers, registers);
+    return wrong;
+  });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  std::printf("[ compiled ] %zu gemm_wgmma kernels in %.0f s, at most %d registers\n", items.size(), seconds,
               most_registers);
 }
 
@@ -269,24 +280,7 @@ TEST(GemmWgmmaSass, EveryKernelBodyHasHgmmaAndNoLocalMemory) {
   ASSERT_GT(deepest.size(), 50u);
   std::vector<Item> items;
   for (auto& [key, item] : deepest) items.push_back(std::move(item));
-
-  std::atomic<std::size_t> next{0};
-  std::mutex mutex;
-  std::vector<std::string> problems;
-  auto work = [&] {
-    for (std::size_t i = next++; i < items.size(); i = next++) {
-      const auto wrong = sass_problems(items[i]);
-      if (wrong.empty()) continue;
-      std::lock_guard<std::mutex> lock(mutex);
-      problems.push_back(fmt::format("{} {}: {}", format_assignments(items[i].config), items[i].dtype,
-                                     fmt::join(wrong, "; ")));
-    }
-  };
-  std::vector<std::thread> threads;
-  for (unsigned t = 0; t < std::max(2u, std::thread::hardware_concurrency()); ++t) threads.emplace_back(work);
-  for (auto& t : threads) t.join();
-  EXPECT_TRUE(problems.empty()) << problems.size() << " of " << items.size() << ":\n"
-                                << fmt::format("{}", fmt::join(problems, "\n"));
+  check_on_every_core(items, sass_problems);
   std::printf("[ sass     ] %zu gemm_wgmma kernel bodies disassembled\n", items.size());
 }
 
