@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -107,14 +108,16 @@ struct Item {
   std::string dtype;
 };
 
+std::shared_ptr<const codegen::CompiledModule> compile_for_sm90a(const Item& it) {
+  return codegen::Compiler().compile(codegen::specialize(gemm(), it.shape, it.dtype, it.config), "sm_90a").module;
+}
+
 // What is wrong with one configuration's sm_90a compile (empty when nothing): TMA onto mbarriers,
 // the wgmma of its bn, setmaxnreg, no serialised wgmma, nothing in local memory.
 std::vector<std::string> compile_problems(const Item& it, int& registers) {
   std::vector<std::string> wrong;
   try {
-    const auto source = codegen::specialize(gemm(), it.shape, it.dtype, it.config);
-    codegen::Compiler compiler;
-    const auto module = compiler.compile(source, "sm_90a").module;
+    const auto module = compile_for_sm90a(it);
     const auto& ptx = module->ptx;
     const auto& r = module->resources;
     registers = r.registers;
@@ -221,9 +224,7 @@ TEST(GemmWgmmaCompile, EveryValidConfigurationForSm90a) {
 std::vector<std::string> sass_problems(const Item& it) {
   std::vector<std::string> wrong;
   try {
-    const auto source = codegen::specialize(gemm(), it.shape, it.dtype, it.config);
-    codegen::Compiler compiler;
-    const auto module = compiler.compile(source, "sm_90a").module;
+    const auto module = compile_for_sm90a(it);
     std::string why_not;
     const auto sass = codegen::disassemble(module->cubin, why_not);
     if (!sass) return {why_not};

@@ -279,10 +279,10 @@ TEST(Gemm, ValidConfigCounts) {
   // 1056 + stages*((bm+bn)*128+16) bytes: all eight (2-6, 8, 10, 12) for 64x64, 2-6 and 8 for
   // 64x128 and 128x64, 2-6 for 128x128 and 64x192, 2-5 for 64x256, 256x64 and 128x192, 2-4 for
   // 128x256 and 256x128: 63 cooperative and 38 pingpong. Times group_m 1 and 8 on tile grids of
-  // two rows and columns or more; none where k or n is not a multiple of 8. Split-K only where the tiles leave SMs idle,
-  // every slice gets a 64-deep k-tile and k has more of them than the ring has stages. Clusters of
-  // two where bn >= 128 and there are two tile rows: at 4096^2, 35 cooperative and 20 pingpong,
-  // times group_m 1 and 8.
+  // two rows and columns or more; none where k or n is not a multiple of 8. Split-K only where the
+  // tiles leave SMs idle, every slice gets a 64-deep k-tile and k has more of them than the ring
+  // has stages. Clusters of two where bn >= 128 and there are two tile rows: at 4096^2, 35
+  // cooperative and 20 pingpong, times group_m 1 and 8.
   // tma_store=1 (unsplit only) adds 16 KiB of store buffers a consumer, which leaves out 5 stages
   // of 128x192 and 256x64 with two consumers and of pingpong 64x256 and 256x64: 61 cooperative
   // and 36 pingpong, 53 with clusters (34 + 19).
