@@ -6,6 +6,8 @@
 #   tests  the gpu tier outside gemm (GMJIT_REQUIRE_GPU=1; TIER_FILTER narrows it), the Python suite on torch, the per-call
 #          overhead of gmjit.softmax beside torch.softmax
 #   gemm   the gemm part of the gpu tier
+#   stream gemm_wgmma_check --stream (the decode shapes' weights read by TMA alone, by loads, by
+#          cudaMemcpy), then ncu over its --profile-decode (cuBLAS, the tiles, the streams)
 #   wgmma  tests/standalone/gemm_wgmma_check (built here with nvcc, carried in the pack): the Hopper
 #          family against a double reference, then --time beside cuBLAS
 #   bench  bench_expr (generated kernels against a copy and the templates; BENCH_CASES narrows it,
@@ -53,6 +55,18 @@ bench)
 wgmma)
   timeout 200 $D/gemm_wgmma_check 2>&1 | tee $OUT/wgmma_check.log | grep -E "FAIL|failed" | head -20
   timeout 260 $D/gemm_wgmma_check --time 2>&1 | tee $OUT/wgmma_time.log | tail -100 ;;
+stream)
+  # The decode shapes' weight stream (gemm_wgmma_check --stream), then ncu on cuBLAS, the tuned
+  # tiles and the streams there (--profile-decode): report and its details page under $OUT.
+  timeout 150 $D/gemm_wgmma_check --stream 2>&1 | tee $OUT/stream.log | tail -40
+  ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  timeout 300 "$ncu" --clock-control none -k regex:'gemm|nvjet|stream' --section SpeedOfLight \
+    --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section LaunchStats \
+    --metrics dram__bytes_read.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum -o $OUT/decode \
+    $D/gemm_wgmma_check --profile-decode >$OUT/ncu_run.log 2>&1
+  tail -5 $OUT/ncu_run.log
+  "$ncu" -i $OUT/decode.ncu-rep --page details >$OUT/ncu_decode.txt 2>&1
+  grep -E "^  [a-z_0-9]|Duration|DRAM Throughput|Memory Throughput" $OUT/ncu_decode.txt | head -120 ;;
 gemmbench)
   GEMM_SHAPES="${GEMM_SHAPES:-$D/gemm.json}" GEMM_SGEMM=0 GEMM_TIMEOUT="${GEMM_TIMEOUT:-540}" TAIL=100 \
     bash bench/h200_run.sh $D gemm 2>&1 | tail -110
@@ -69,6 +83,6 @@ triton)
     --json-out $OUT/triton.json 2>&1 | tee $OUT/triton.log | tail -20 ;;
 operand)
   timeout 120 python3 bench/operand_power.py 2>&1 | tee $OUT/operand_power.log ;;
-*) echo "device_call.sh: unknown part $part (tier, tests, python, gemm, bench, wgmma, gemmbench, search, triton, operand)"; exit 2 ;;
+*) echo "device_call.sh: unknown part $part (tier, tests, python, gemm, bench, stream, wgmma, gemmbench, search, triton, operand)"; exit 2 ;;
 esac
 done

@@ -10,6 +10,10 @@
 //                                at decode / small-batch shapes with split-K 1, 2, 4, and bn=192
 //                                beside 128x256 and 128x128 at two one-wave shapes
 //   ./gemm_wgmma_check --profile one launch of cuBLAS and of four tiles at 4096^3 and 8192^3, for ncu
+//   ./gemm_wgmma_check --stream  the decode shapes' weights read by TMA alone (box shapes, blocks),
+//                                by all-SM loads and by cudaMemcpy: what the memory gives them
+//   ./gemm_wgmma_check --profile-decode  one launch of cuBLAS, the tuned tiles and the streams at
+//                                16x6144x4096 and 64x4096x4096, for ncu
 // Prints one line per (configuration, shape) and exits 1 on any mismatch (or when the device is
 // not sm_90).
 //
@@ -123,16 +127,18 @@ void fill(T* p, size_t n, unsigned long long seed) {
 }
 
 // 2-D map of a row-major matrix: dims {inner, outer} (innermost first), row pitch in bytes, box
-// {box_inner, box_outer}, 128-byte swizzle, out-of-bounds elements read as zeros.
+// {box_inner, box_outer}, 128-byte swizzle (the kernel's; --stream also reads unswizzled boxes),
+// out-of-bounds elements read as zeros.
 template <typename T>
-TmaMap encode_map(const void* base, uint64_t inner, uint64_t outer, uint32_t box_inner, uint32_t box_outer) {
+TmaMap encode_map(const void* base, uint64_t inner, uint64_t outer, uint32_t box_inner, uint32_t box_outer,
+                  CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_128B) {
   CUtensorMap map;
   const cuuint64_t dims[2] = {inner, outer};
   const cuuint64_t strides[1] = {inner * sizeof(T)};
   const cuuint32_t box[2] = {box_inner, box_outer};
   const cuuint32_t element_strides[2] = {1, 1};
   CU(cuTensorMapEncodeTiled(&map, TypeInfo<T>::kTma, 2, const_cast<void*>(base), dims, strides, box,
-                            element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
   TmaMap out;
   std::memcpy(&out, &map, sizeof(out));
@@ -589,6 +595,107 @@ void time_quantized_shape(cublasHandle_t handle, int M, int N, int K) {
   release_timing(t);
 }
 
+// --stream: the decode tiles' weight stream without the GEMM around it. At 16-128 x 4096-6144 x
+// 4096 the Hopper family and cuBLAS both draw B at 1.5-1.7 TB/s (bench/NOTES.md, twentieth
+// session) where splits, deeper rings and more blocks did not help. These kernels take B (N x K,
+// K contiguous) through TMA as a 64-row tile does, one block a 64-row panel (with `splits`, a
+// panel's k is cut in that many blocks), and do nothing with it: one thread keeps kStages boxes
+// in flight and waits for each before reusing its buffer. Against them, an all-SM vectorised load
+// of the same bytes and cudaMemcpy say what the memory gives, so the time the GEMM spends past the
+// stream is the GEMM's, and a box longer along k says whether 128-byte row pieces cost DRAM
+// efficiency.
+template <int kBoxK, int kStages>
+__global__ void __launch_bounds__(32, 1) tma_stream(const __grid_constant__ TmaMap map, int panels, int K, int splits) {
+  using namespace gmjit::wgmma_detail;
+  extern __shared__ unsigned char stream_smem[];
+  __shared__ alignas(8) unsigned long long full[kStages];
+  if (threadIdx.x != 0) return;
+  const unsigned base = (smem_u32(stream_smem) + 1023u) & ~1023u;
+  constexpr unsigned kBoxBytes = 64u * kBoxK * 2u;
+  const int panel = static_cast<int>(blockIdx.x) % panels, slice = static_cast<int>(blockIdx.x) / panels;
+  const int boxes = K / kBoxK / splits, first = slice * boxes;
+  for (int s = 0; s < kStages; ++s) mbar_init(smem_u32(&full[s]), 1);
+  fence_barrier_init();
+  for (int i = 0; i < boxes + kStages; ++i) {
+    if (i >= kStages) mbar_wait(smem_u32(&full[(i - kStages) % kStages]), ((i - kStages) / kStages) & 1);
+    if (i < boxes) {
+      const int s = i % kStages;
+      mbar_arrive_expect_tx(smem_u32(&full[s]), kBoxBytes);
+      tma_load_2d(base + s * kBoxBytes, &map, (first + i) * kBoxK, panel * 64, smem_u32(&full[s]));
+    }
+  }
+}
+
+// Every byte of p once, 16-byte loads that skip L1, over every SM; the xor keeps them live.
+__global__ void ldg_stream(const uint4* __restrict__ p, size_t n, unsigned* sink) {
+  unsigned acc = 0;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    const uint4 v = __ldcs(p + i);
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x9E3779B9u) *sink = acc;
+}
+
+static void print_stream(const char* what, int N, int K, double ms, double bytes) {
+  if (g_profile) {
+    std::printf("stream %-44s %5dx%5d  launched once for the profiler\n", what, N, K);
+    return;
+  }
+  std::printf("stream %-44s %5dx%5d  %8.4f ms %5.2f TB/s\n", what, N, K, ms, bytes / ms / 1e9);
+}
+
+template <int kBoxK, int kStages>
+void time_tma_stream(const bf* b, int N, int K, int splits, bool swizzle) {
+  static_assert(kStages * 64 * kBoxK * 2 + 1024 <= 232448, "stream ring too large");
+  const int smem = kStages * 64 * kBoxK * 2 + 1024;
+  CK(cudaFuncSetAttribute(tma_stream<kBoxK, kStages>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  const TmaMap map = encode_map<bf>(b, uint64_t(K), uint64_t(N), kBoxK, 64,
+                                    swizzle ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE);
+  const int panels = N / 64;
+  const double ms = median_ms([&] {
+    tma_stream<kBoxK, kStages><<<panels * splits, 32, smem>>>(map, panels, K, splits);
+    CK(cudaGetLastError());
+  });
+  char what[96];
+  std::snprintf(what, sizeof what, "tma box %3dx64 %s %2d in flight (%3d KiB), %3d blocks", kBoxK,
+                swizzle ? "sw128" : "plain", kStages, kStages * 64 * kBoxK * 2 / 1024, panels * splits);
+  print_stream(what, N, K, ms, 2.0 * N * K);
+}
+
+// The weight matrix of a decode shape read every way above (N, K multiples of 256).
+void time_streams(int N, int K) {
+  const size_t bytes = size_t(N) * K * sizeof(bf);
+  bf *b = nullptr, *copy = nullptr;
+  unsigned* sink = nullptr;
+  CK(cudaMalloc(&b, bytes));
+  CK(cudaMalloc(&copy, bytes));
+  CK(cudaMalloc(&sink, sizeof(unsigned)));
+  fill(b, size_t(N) * K, 12);
+  CK(cudaDeviceSynchronize());
+  double ms = median_ms([&] { CK(cudaMemcpyAsync(copy, b, bytes, cudaMemcpyDeviceToDevice)); });
+  print_stream("cudaMemcpy (read + write counted)", N, K, ms, 2.0 * bytes);
+  ms = median_ms([&] {
+    ldg_stream<<<g_sms * 4, 512>>>(reinterpret_cast<const uint4*>(b), bytes / 16, sink);
+    CK(cudaGetLastError());
+  });
+  char what[96];
+  std::snprintf(what, sizeof what, "ldg 16 B, %d blocks of 512", g_sms * 4);
+  print_stream(what, N, K, ms, double(bytes));
+  // The 64x64 s12 tile's own B stream (8 KiB boxes, 128-byte swizzle), then more in flight,
+  // unswizzled, longer boxes along k, and two blocks a panel.
+  time_tma_stream<64, 12>(b, N, K, 1, true);
+  time_tma_stream<64, 24>(b, N, K, 1, true);
+  time_tma_stream<64, 24>(b, N, K, 1, false);
+  time_tma_stream<128, 12>(b, N, K, 1, false);
+  time_tma_stream<256, 6>(b, N, K, 1, false);
+  time_tma_stream<64, 12>(b, N, K, 2, true);
+  time_tma_stream<64, 24>(b, N, K, 2, true);
+  time_tma_stream<256, 6>(b, N, K, 2, false);
+  CK(cudaFree(b));
+  CK(cudaFree(copy));
+  CK(cudaFree(sink));
+}
+
 int main(int argc, char** argv) {
   g_profile = argc > 1 && std::string(argv[1]) == "--profile";
   const bool time_mode = g_profile || (argc > 1 && std::string(argv[1]) == "--time");
@@ -604,10 +711,31 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  if (time_mode) {
+  const bool stream_mode = argc > 1 && std::string(argv[1]) == "--stream";
+  const bool profile_decode = argc > 1 && std::string(argv[1]) == "--profile-decode";
+  g_profile = g_profile || profile_decode;
+  if (time_mode || stream_mode || profile_decode) {
     CK(cudaMalloc(&g_flush, kFlushBytes));
     cublasHandle_t handle;
     CB(cublasCreate(&handle));
+    if (stream_mode || profile_decode) {
+      // --profile-decode: one launch of each for ncu (`-k regex:'gemm|stream'`): cuBLAS and the
+      // tuned tiles at two decode shapes, and the streams of their weights.
+      const Shape decode[] = {{16, 6144, 4096}, {64, 4096, 4096}};
+      for (const Shape& s : decode) {
+        if (profile_decode) {
+          TimeCtx t;
+          prepare_timing<true>(t, handle, s.m, s.n, s.k);
+          time_config<64, 64, 12, 1, 1, true>(t);
+          time_config<64, 128, 8, 2, 1, true, true>(t);
+          release_timing(t);
+        }
+        time_streams(s.n, s.k);
+      }
+      CB(cublasDestroy(handle));
+      CK(cudaFree(g_flush));
+      return g_failures == 0 ? 0 : 1;
+    }
     if (g_profile) {
       // One launch each of cuBLAS and the tiles the tuner picks at the two square shapes, for
       // `ncu -k regex:gemm`.
