@@ -270,9 +270,14 @@ inline std::string format_report(const gmjit::TuneReport& report) {
   } else {
     out += "no configuration verified\n";
   }
-  out += fmt::format("{} evaluated of {} valid candidates (strategy {}), {} worker restart{}, {:.1f} s\n",
+  out += fmt::format("{} evaluated of {} valid candidates (strategy {}), {} worker restart{}, {:.1f} s",
                      report.evaluations, report.valid_candidates, report.strategy,
                      report.worker_restarts, report.worker_restarts == 1 ? "" : "s", report.wall_seconds);
+  if (report.compiled_early > 0) {
+    out += fmt::format("; {} compiled early, {} of them then asked for", report.compiled_early,
+                       report.compiled_early_asked);
+  }
+  out += "\n";
   return out;
 }
 

@@ -36,6 +36,7 @@ class CompilePool {
 
   // How many submitted compiles keep every thread busy while one result is being measured.
   std::size_t lookahead() const { return lookahead_; }
+  std::size_t threads() const { return workers_.size(); }
   // Queues a compile, or hands out `cached` as it is; get() rethrows the compile's Error.
   std::shared_future<CompiledPtr> submit(codegen::GeneratedSource source, CompiledPtr cached = nullptr);
 

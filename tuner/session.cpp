@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <csignal>
 #include <deque>
+#include <future>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -311,6 +313,15 @@ class Tuning {
     LaunchGeometry geometry;
     std::optional<Loaded> loaded;
   };
+  // A candidate the search handed to the compile pool.
+  struct Asked {
+    std::size_t candidate = 0;
+    bool binary_cached = false;
+    std::shared_future<CompiledPtr> compiled;
+  };
+  static bool is_ready(const std::shared_future<CompiledPtr>& compiled) {
+    return compiled.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  }
 
   // The problem goes to the worker first: a bad problem fails before anything is compiled.
   void send_problem() {
@@ -394,27 +405,50 @@ class Tuning {
   }
 
   // Ask, compile, measure, tell, until the searcher has nothing more or a stop condition is met.
-  // Compiles run a few candidates ahead of the one being measured.
+  // Compiles run a few candidates ahead of the one being measured. A searcher that holds back
+  // for results (surrogate: four outstanding) would leave most of the pool idle and every ask
+  // waiting on a compile, so the idle threads compile what it names as likely next; its asks then
+  // mostly find them built. The pool outlives the search (pool_), so compiles still running at
+  // its end overlap the re-timing instead of delaying it.
   void search(const SearchSpace& space) {
     const auto searcher = strategy_->make(space);
     const StopCondition stop =
         StopCondition::evaluations(options_.max_evaluations) | StopCondition::seconds(options_.max_seconds);
     std::optional<cache::Store> store;
     if (!options_.db_path.empty()) store.emplace(options_.db_path);
-    CompilePool pool(link_.device.arch, options_.compile_threads, space.candidates.size());
-    struct Asked {
-      std::size_t candidate = 0;
-      bool binary_cached = false;
-      std::shared_future<CompiledPtr> compiled;
-    };
+    CompilePool& pool = pool_.emplace(link_.device.arch, options_.compile_threads, space.candidates.size());
     std::deque<Asked> ahead;
+    std::map<std::size_t, Asked> early;  // compiled before the searcher asked for them
+    std::size_t early_used = 0;
+    auto start_compile = [&](std::size_t k) {
+      auto source = codegen::specialize(kernel_, problem_.shape, problem_.dtype, space.candidates.at(k));
+      CompiledPtr hit = store ? cached_module(*store, source, link_.device.arch) : nullptr;
+      const bool cached = hit != nullptr;
+      return Asked{k, cached, pool.submit(std::move(source), std::move(hit))};
+    };
     auto ask_ahead = [&] {
       if (ahead.size() >= pool.lookahead()) return;
       for (std::size_t k : searcher->ask(pool.lookahead() - ahead.size())) {
-        auto source = codegen::specialize(kernel_, problem_.shape, problem_.dtype, space.candidates.at(k));
-        CompiledPtr hit = store ? cached_module(*store, source, link_.device.arch) : nullptr;
-        const bool cached = hit != nullptr;
-        ahead.push_back({k, cached, pool.submit(std::move(source), std::move(hit))});
+        if (const auto it = early.find(k); it != early.end()) {
+          ahead.push_back(std::move(it->second));
+          early.erase(it);
+          ++early_used;
+        } else {
+          ahead.push_back(start_compile(k));
+        }
+      }
+    };
+    auto compile_early = [&] {
+      std::size_t compiling = 0;
+      for (const auto& asked : ahead) compiling += !is_ready(asked.compiled);
+      for (const auto& [k, asked] : early) compiling += !is_ready(asked.compiled);
+      if (compiling >= pool.threads()) return;  // new jobs would queue behind these
+      std::size_t free = pool.threads() - compiling;
+      for (std::size_t k : searcher->likely_next(pool.threads())) {
+        if (free == 0) break;
+        if (early.count(k) != 0) continue;
+        early.emplace(k, start_compile(k));
+        --free;
       }
     };
     for (;;) {
@@ -425,11 +459,31 @@ class Tuning {
       const Asked next = std::move(ahead.front());
       ahead.pop_front();
       ask_ahead();  // so the pool compiles the next ones while the worker times this one
+      compile_early();
       TrialReport trial;
       trial.config = space.candidates[next.candidate];
       trial.binary_cached = next.binary_cached;
       const std::size_t index = evaluate(std::move(trial), next.compiled, geometries_[next.candidate], store);
       searcher->tell(next.candidate, report_.trials[index]);
+    }
+    // What was built early and never asked for goes to the binary cache all the same: the shapes
+    // of a sweep share most kernels.
+    std::size_t early_stored = 0;
+    for (auto& [k, asked] : early) {
+      if (!store || asked.binary_cached || !is_ready(asked.compiled)) continue;
+      try {
+        cache::store_binary(*store, *asked.compiled.get());
+        ++early_stored;
+      } catch (const Error&) {
+        // a compile that failed: nothing to keep
+      }
+    }
+    report_.compiled_early = early_used + early.size();
+    report_.compiled_early_asked = early_used;
+    if (report_.compiled_early > 0) {
+      detail::logger().debug("{}: {} candidates compiled before they were asked for, {} of them then asked; {} "
+                             "others kept in the binary cache",
+                             report_.problem.kernel, report_.compiled_early, early_used, early_stored);
     }
   }
 
@@ -591,6 +645,7 @@ class Tuning {
   TuneReport report_;
   std::vector<LaunchGeometry> geometries_;  // of SearchSpace::candidates
   std::map<std::size_t, Runnable> runnable_;  // by trial index: the trials that verified
+  std::optional<CompilePool> pool_;  // the search's; its last compiles finish during the re-timing
   std::int64_t next_id_ = 0;
   double best_ms_ = 0;  // fastest verified median of this run so far
 };

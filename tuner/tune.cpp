@@ -96,6 +96,8 @@ std::string tune_report_json(const TuneReport& report) {
               {"valid_candidates", report.valid_candidates},
               {"evaluations", report.evaluations},
               {"worker_restarts", report.worker_restarts},
+              {"compiled_early", report.compiled_early},
+              {"compiled_early_asked", report.compiled_early_asked},
               {"wall_seconds", report.wall_seconds},
               {"curve", curve},
               {"trials", trials}};

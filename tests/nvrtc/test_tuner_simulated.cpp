@@ -51,6 +51,31 @@ TEST(TunerSimulated, SameSeedSameWinner) {
   }
 }
 
+// surrogate holds back for results (four outstanding), so the session compiles what it names as
+// likely next on the idle threads. That changes when a candidate is built, never which candidates
+// are measured or in what order: four and eight compile threads (both ask far enough ahead for its
+// four) measure the same sequence, and with eight some candidates were built before their ask.
+TEST(TunerSimulated, CompilingEarlyChangesNothingButWhenCandidatesAreBuilt) {
+  auto options = simulated("surrogate");
+  options.max_evaluations = 24;
+  std::vector<std::vector<gmjit::Config>> sequences;
+  std::size_t early_asked = 0;
+  for (unsigned threads : {4u, 8u}) {
+    options.compile_threads = threads;
+    const auto report = gmjit::tune(kVectorAdd, options);
+    EXPECT_EQ(report.evaluations, 24u) << threads << " threads";
+    EXPECT_LE(report.compiled_early_asked, report.compiled_early);
+    std::vector<gmjit::Config> measured;
+    for (const auto& t : report.trials) {
+      if (measured.size() < 24) measured.push_back(t.config);
+    }
+    sequences.push_back(std::move(measured));
+    early_asked = report.compiled_early_asked;
+  }
+  EXPECT_EQ(sequences[0], sequences[1]);
+  EXPECT_GT(early_asked, 0u) << "with eight threads and four candidates outstanding, some were built early";
+}
+
 TEST(TunerSimulated, BudgetInEvaluationsIsHonoured) {
   auto options = simulated("model");
   options.max_evaluations = 7;

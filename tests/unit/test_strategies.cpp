@@ -405,6 +405,35 @@ TEST(Strategies, SurrogateStartsWithTheModelsPicksAndWaitsForResults) {
   EXPECT_EQ(searcher->ask(32), std::vector<std::size_t>(order.begin() + 8, order.begin() + 12));
 }
 
+// What it names as likely next is what it then asks for, before and after a correction, and
+// never a candidate already handed out; the session compiles those early. Searchers that never
+// hold back name none.
+TEST(Strategies, SurrogateNamesWhatItAsksForNext) {
+  const auto space = mispriced_value();
+  const auto order = cheapest_first(space);
+  auto searcher = find_strategy("surrogate").make(space);
+  EXPECT_EQ(searcher->likely_next(10), std::vector<std::size_t>(order.begin(), order.begin() + 10));
+  const auto likely_seeds = searcher->likely_next(3);
+  auto seeds = searcher->ask(3);
+  EXPECT_EQ(likely_seeds, seeds);
+  const auto more = searcher->ask(32);
+  seeds.insert(seeds.end(), more.begin(), more.end());
+  ASSERT_EQ(seeds.size(), 8u);
+  // Every seed measured as the space really is: value 3 is cheaper than the model says.
+  for (std::size_t k : seeds) searcher->tell(k, timed(space.candidates[k], mispriced_value_ms(space.candidates[k])));
+  for (int round = 0; round < 6; ++round) {
+    const auto likely = searcher->likely_next(4);
+    const auto asked = searcher->ask(4);
+    ASSERT_EQ(asked.size(), 4u);
+    EXPECT_EQ(likely, asked) << "round " << round;
+    for (std::size_t k : searcher->likely_next(64)) {
+      EXPECT_EQ(std::count(asked.begin(), asked.end(), k), 0) << "round " << round << ": " << k << " was handed out";
+    }
+    for (std::size_t k : asked) searcher->tell(k, timed(space.candidates[k], mispriced_value_ms(space.candidates[k])));
+  }
+  EXPECT_TRUE(find_strategy("model").make(space)->likely_next(8).empty());
+}
+
 // With a cache, the nearest tuned shapes' winners go first (one that is not a candidate here is
 // passed over), then the model's 8.
 TEST(Strategies, SurrogateSeedsFromTheNearestWinnersFirst) {

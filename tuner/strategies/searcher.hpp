@@ -40,6 +40,11 @@ class Searcher {
   virtual std::vector<std::size_t> ask(std::size_t count) = 0;
   // The trial of a candidate ask() handed out, whatever its status.
   virtual void tell(std::size_t candidate, const TrialReport& trial) = 0;
+  // Up to `count` candidates not handed out yet that ask() would hand out next if nothing more
+  // were told, in that order. While a searcher holds back for results, the session compiles these
+  // on the pool's idle threads, so that a later ask mostly finds its candidates built. Default:
+  // none (searchers that never hold back already keep the pool busy through ask).
+  virtual std::vector<std::size_t> likely_next(std::size_t /*count*/) const { return {}; }
 };
 
 // A strategy's entry in the registry.

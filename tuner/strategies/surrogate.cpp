@@ -109,6 +109,23 @@ class SurrogateSearcher : public Searcher {
     return out;
   }
 
+  std::vector<std::size_t> likely_next(std::size_t count) const override {
+    std::vector<std::size_t> out;
+    for (std::size_t i = seeded_; i < first_.size() && out.size() < count; ++i) out.push_back(first_[i]);
+    if (out.size() >= count) return out;
+    // (corrected score, rank in the model's order): the order lowest_corrected hands them out in.
+    std::vector<std::pair<double, std::size_t>> ranked;
+    for (std::size_t rank = 0; rank < model_order_.size(); ++rank) {
+      const std::size_t index = model_order_[rank];
+      if (handed_[index] || std::find(out.begin(), out.end(), index) != out.end()) continue;
+      ranked.emplace_back(corrected_score(index), rank);
+    }
+    const std::size_t take = std::min(count - out.size(), ranked.size());
+    std::partial_sort(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(take), ranked.end());
+    for (std::size_t i = 0; i < take; ++i) out.push_back(model_order_[ranked[i].second]);
+    return out;
+  }
+
   void tell(std::size_t candidate, const TrialReport& trial) override {
     if (outstanding_ > 0) --outstanding_;
     if (trial.status != TrialStatus::ok || !(trial.median_ms > 0) || candidate >= log_estimate_.size()) return;
@@ -119,19 +136,24 @@ class SurrogateSearcher : public Searcher {
 
  private:
   // The untried candidate of lowest log estimate plus correction; ties in the model's order.
-  std::optional<std::size_t> lowest_corrected() {
+  std::optional<std::size_t> lowest_corrected() const {
     std::optional<std::size_t> best;
     double best_score = std::numeric_limits<double>::infinity();
     for (std::size_t index : model_order_) {
       if (handed_[index]) continue;
-      double score = log_estimate_[index];
-      for (std::size_t f : active_[index]) score += correction_[f];
+      const double score = corrected_score(index);
       if (score < best_score) {
         best_score = score;
         best = index;
       }
     }
     return best;
+  }
+
+  double corrected_score(std::size_t index) const {
+    double score = log_estimate_[index];
+    for (std::size_t f : active_[index]) score += correction_[f];
+    return score;
   }
 
   // Ridge regression of the residuals, centred: a correction common to every candidate changes
