@@ -292,7 +292,6 @@ class Tuning {
 
   TuneReport run() {
     const std::size_t restarts_before = link_.restarts;
-    send_problem();
     search(filter_candidates());
     if (strategy_->successive_halving) successive_halving();
     choose_winner(retime_finalists());
@@ -323,7 +322,9 @@ class Tuning {
     return compiled.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
   }
 
-  // The problem goes to the worker first: a bad problem fails before anything is compiled.
+  // The worker generates the inputs and computes the reference (a second or more at large
+  // shapes, its compile included) while the pool builds the first candidates: search() sends the
+  // problem once their compiles are queued. A problem the worker refuses ends the tuning there.
   void send_problem() {
     Frame frame;
     frame.header = {{"op", "problem"}, {"kernel", problem_.kernel}, {"dtype", problem_.dtype},
@@ -353,7 +354,8 @@ class Tuning {
   }
 
   // Resumed trials keep their results; every other configuration is checked against the
-  // constraints and the device's limits before anything is compiled.
+  // constraints and the device's limits before anything is compiled. Both are reported (decided_)
+  // once the worker has taken the problem: a refused problem records no trial.
   SearchSpace filter_candidates() {
     SearchSpace space;
     for (auto& config : templates::all_configs(kernel_)) {
@@ -363,7 +365,7 @@ class Tuning {
         TrialReport trial = *prior;
         trial.resumed = true;
         space.resumed.push_back(trial);
-        finish(std::move(trial));
+        decided_.push_back(std::move(trial));
         continue;
       }
       TrialReport trial;
@@ -371,7 +373,7 @@ class Tuning {
       trial.status = TrialStatus::invalid;
       trial.detail = kernel_.violation(config, problem_.shape);
       if (!trial.detail.empty()) {
-        finish(std::move(trial));
+        decided_.push_back(std::move(trial));
         continue;
       }
       // The geometry of a configuration that breaks the constraints may be meaningless.
@@ -384,7 +386,7 @@ class Tuning {
                                    geometry.dynamic_shared_bytes, link_.device.shared_optin_bytes);
       }
       if (!trial.detail.empty()) {
-        finish(std::move(trial));
+        decided_.push_back(std::move(trial));
         continue;
       }
       space.candidates.push_back(std::move(config));
@@ -405,7 +407,8 @@ class Tuning {
   }
 
   // Ask, compile, measure, tell, until the searcher has nothing more or a stop condition is met.
-  // Compiles run a few candidates ahead of the one being measured. A searcher that holds back
+  // Compiles run a few candidates ahead of the one being measured; the first ones are queued
+  // before the problem goes to the worker, so they build while it prepares. A searcher that holds back
   // for results (surrogate: four outstanding) would leave most of the pool idle and every ask
   // waiting on a compile, so the idle threads compile what it names as likely next; its asks then
   // mostly find them built. The pool outlives the search (pool_), so compiles still running at
@@ -451,6 +454,11 @@ class Tuning {
         --free;
       }
     };
+    ask_ahead();
+    compile_early();
+    send_problem();
+    for (auto& trial : decided_) finish(std::move(trial));
+    decided_.clear();
     for (;;) {
       if (link_.interrupted) throw Interrupted("the session was stopped");
       if (stop.reached({report_.evaluations, began_, Clock::now()})) break;
@@ -646,6 +654,7 @@ class Tuning {
   std::vector<LaunchGeometry> geometries_;  // of SearchSpace::candidates
   std::map<std::size_t, Runnable> runnable_;  // by trial index: the trials that verified
   std::optional<CompilePool> pool_;  // the search's; its last compiles finish during the re-timing
+  std::vector<TrialReport> decided_;  // resumed or invalid, reported once the worker has the problem
   std::int64_t next_id_ = 0;
   double best_ms_ = 0;  // fastest verified median of this run so far
 };
