@@ -274,7 +274,7 @@ inline std::string format_report(const gmjit::TuneReport& report) {
                      report.evaluations, report.valid_candidates, report.strategy,
                      report.worker_restarts, report.worker_restarts == 1 ? "" : "s", report.wall_seconds);
   if (report.compiled_early > 0) {
-    out += fmt::format("; {} compiled early, {} of them then asked for", report.compiled_early,
+    out += fmt::format("; {} compiles started early, {} of them then asked for", report.compiled_early,
                        report.compiled_early_asked);
   }
   out += "\n";

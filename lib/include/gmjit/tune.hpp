@@ -60,8 +60,9 @@ struct TuneReport {
   std::size_t valid_candidates = 0;      ///< configurations that passed the constraints
   std::size_t evaluations = 0;           ///< candidates compiled, verified and timed (the budget's unit)
   std::size_t worker_restarts = 0;       ///< workers replaced after a crash or a hang
-  /// Candidates compiled on idle threads before the strategy asked for them (it named them as
-  /// likely next while it waited for results), and how many of those it then asked for.
+  /// Candidates whose compile started on idle threads before the strategy asked for them (it
+  /// named them as likely next while it waited for results; some may still be compiling when the
+  /// search ends), and how many of those it then asked for.
   std::size_t compiled_early = 0;
   std::size_t compiled_early_asked = 0;
   std::vector<BestSoFar> curve;
