@@ -543,7 +543,15 @@ KernelDescriptor gemm_descriptor() {
   d.reference_expression = [](const DtypeInfo& t, const Shape& s) {
     return fmt::format("gmjit::reference::gemm<{}, {}>", t.cpp_type, flag(s.at("trans_b") != 0));
   };
-  d.reference_geometry = [](const Shape& s) { return reference_launch(ceil_div(s.at("m") * s.at("n"), 256)); };
+  // 64 x 64 tiles of C: columns of tiles along x, rows along y up to the grid's limit (the
+  // reference walks the rest).
+  d.reference_geometry = [](const Shape& s) {
+    LaunchGeometry g;
+    g.grid[0] = static_cast<unsigned>(ceil_div(s.at("n"), 64));
+    g.grid[1] = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(s.at("m"), 64), 65535));
+    g.block[0] = 256;
+    return g;
+  };
   d.work = [](const Config& c, const Shape& s, const DtypeInfo&) {
     const double m = static_cast<double>(s.at("m")), n = static_cast<double>(s.at("n")),
                  k = static_cast<double>(s.at("k"));

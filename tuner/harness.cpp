@@ -6,10 +6,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <future>
 #include <limits>
 #include <random>
+#include <thread>
 
 #include "codegen/compiler.hpp"
+#include "core/laps.hpp"
 #include "core/log.hpp"
 
 namespace gmjit::tuner {
@@ -127,17 +130,33 @@ std::vector<unsigned char> random_bytes(const templates::KernelDescriptor& kerne
   std::vector<unsigned char> bytes(static_cast<std::size_t>(elements) * dtype.bytes);
   const std::uint64_t stream = splitmix64(seed ^ splitmix64(input + 1));
   const std::uint64_t tensor_bits = splitmix64(stream ^ 0x5bd1e995u);
-  for (std::int64_t i = 0; i < elements; ++i) {
-    const std::uint64_t bits = splitmix64(stream + static_cast<std::uint64_t>(i));
-    double value = 0;
-    if (kernel.input_value) {
-      value = kernel.input_value(shape, input, tensor_bits, bits);
-    } else {
-      const double magnitude = 0.0625 + 0.9375 * static_cast<double>(bits >> 40) * (1.0 / 16777216.0);
-      value = (bits & 1u) ? -magnitude : magnitude;
+  const auto fill = [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      const std::uint64_t bits = splitmix64(stream + static_cast<std::uint64_t>(i));
+      double value = 0;
+      if (kernel.input_value) {
+        value = kernel.input_value(shape, input, tensor_bits, bits);
+      } else {
+        const double magnitude = 0.0625 + 0.9375 * static_cast<double>(bits >> 40) * (1.0 / 16777216.0);
+        value = (bits & 1u) ? -magnitude : magnitude;
+      }
+      store_element(dtype, bytes.data(), i, value);
     }
-    store_element(dtype, bytes.data(), i, value);
+  };
+  // Each element depends on its index alone, so ranges fill on their own threads: one thread took
+  // half a second for the operands of a 4096^3 gemm, before the first candidate could run.
+  constexpr std::int64_t kElementsPerThread = std::int64_t{1} << 20;
+  const std::int64_t threads = std::clamp<std::int64_t>(
+      elements / kElementsPerThread, 1, std::max<std::int64_t>(1, std::thread::hardware_concurrency()));
+  if (threads == 1) {
+    fill(0, elements);
+    return bytes;
   }
+  std::vector<std::future<void>> parts;
+  for (std::int64_t t = 0; t < threads; ++t) {
+    parts.push_back(std::async(std::launch::async, fill, elements * t / threads, elements * (t + 1) / threads));
+  }
+  for (auto& part : parts) part.get();
   return bytes;
 }
 
@@ -268,8 +287,27 @@ Harness::Harness(const templates::KernelDescriptor& kernel, const Shape& shape, 
                  const DeviceInfo& device, std::uint64_t seed,
                  std::optional<std::vector<std::vector<double>>> expected)
     : kernel_(kernel), shape_(shape), dtype_(templates::dtype_info(dtype)) {
+  detail::Laps laps;
   tolerance_ = kernel.tolerance(dtype_, shape);
+  // Outputs are compared on the device, against references that stay there: one compare kernel
+  // per output dtype. Its compile and the reference kernel's run beside the inputs' generation.
+  using Build = std::shared_future<std::shared_ptr<const codegen::CompiledModule>>;
+  const auto build = [&device](codegen::GeneratedSource source) {
+    return Build(std::async(std::launch::async, [source = std::move(source), arch = device.arch] {
+      return codegen::shared_compiler().compile(source, arch).module;
+    }));
+  };
+  const bool device_reference = !expected && !kernel.host_reference;
+  Build reference_build;
+  if (device_reference) reference_build = build(codegen::specialize_reference(kernel, shape, dtype));
+  std::map<std::string, Build> compare_builds;
+  for (const auto& arg : kernel.tensors(shape)) {
+    const auto& type = templates::tensor_dtype(arg, dtype_);
+    if (arg.output && !compare_builds.count(type.name)) compare_builds.emplace(type.name, build(compare_source(type)));
+  }
+
   const auto inputs = random_inputs(kernel, shape, dtype_, seed);
+  const double inputs_ms = laps.lap() / 1000;
   std::size_t next_input = 0;
   for (const auto& arg : kernel.tensors(shape)) {
     const auto& type = templates::tensor_dtype(arg, dtype_);
@@ -289,16 +327,13 @@ Harness::Harness(const templates::KernelDescriptor& kernel, const Shape& shape, 
   }
   // Twice the L2 so that a memset over it evicts every line of the previous run's data.
   flush_ = detail::DeviceBuffer(static_cast<std::size_t>(std::max<long long>(device.l2_bytes, 1 << 20)) * 2);
-  // Outputs are compared on the device, against references that stay there: one compare kernel
-  // per output dtype.
-  for (const auto& tensor : tensors_) {
-    if (!tensor.arg.output || compare_kernels_.count(tensor.dtype->name)) continue;
-    const auto compiled = codegen::shared_compiler().compile(compare_source(*tensor.dtype), device.arch).module;
-    Compare& entry = compare_kernels_[tensor.dtype->name];
-    entry.module = std::make_unique<detail::Module>(compiled->cubin);
-    entry.kernel = std::make_unique<detail::Kernel>(entry.module->kernel(compiled->lowered_name));
-  }
   sums_ = detail::DeviceBuffer(40);  // gmjit::verify::Sums
+  const double upload_ms = laps.lap() / 1000;
+  for (auto& [type, compiled] : compare_builds) {
+    Compare& entry = compare_kernels_[type];
+    entry.module = std::make_unique<detail::Module>(compiled.get()->cubin);
+    entry.kernel = std::make_unique<detail::Kernel>(entry.module->kernel(compiled.get()->lowered_name));
+  }
 
   // A built-in's host reference runs here, in the process that verifies.
   if (!expected && kernel.host_reference) expected = kernel.host_reference(widen_inputs(kernel, shape, dtype_, inputs), shape);
@@ -311,8 +346,8 @@ Harness::Harness(const templates::KernelDescriptor& kernel, const Shape& shape, 
     return;
   }
   // The reference runs once per problem, on the same inputs, into double outputs.
-  const auto generated = codegen::specialize_reference(kernel, shape, dtype);
-  const auto compiled = codegen::shared_compiler().compile(generated, device.arch).module;
+  const auto& compiled = reference_build.get();
+  const double compile_wait_ms = laps.lap() / 1000;
   detail::Module module(compiled->cubin);
   detail::Kernel reference = module.kernel(compiled->lowered_name);
   for (const auto& tensor : tensors_) {
@@ -324,6 +359,10 @@ Harness::Harness(const templates::KernelDescriptor& kernel, const Shape& shape, 
     reference_.push_back(std::move(out));
     break;  // reference kernels produce the first output; templates here have exactly one
   }
+  detail::logger().debug("{} {} at {}: problem ready in {:.0f} ms (inputs {:.0f}, upload {:.0f}, waiting for compiles "
+                         "{:.0f}, reference run {:.0f})",
+                         kernel.name, dtype, format_assignments(shape), laps.total() / 1000, inputs_ms, upload_ms,
+                         compile_wait_ms, laps.lap() / 1000);
 }
 
 detail::KernelArgs Harness::reference_arguments(CUdeviceptr reference_output) const {

@@ -1,6 +1,6 @@
 #pragma once
-// Reference kernels: deliberately naive, one output element per thread, accumulating in
-// double. They share nothing with the tuned templates, so a bug cannot hide in both.
+// Reference kernels: deliberately plain, accumulating in double; all but gemm compute one output
+// element per thread. They share nothing with the tuned templates, so a bug cannot hide in both.
 #include "gmjit/to_double.cuh"
 
 namespace gmjit {
@@ -28,21 +28,56 @@ __global__ void sgemm(const float* A, const float* B, double* C, int M, int N, i
 }
 
 // Row-major C (M x N) = A (M x K) * B for bf16/fp16 inputs: B is K x N (kTransB false) or N x K
-// (kTransB true, the weight layout). One element of C per thread, grid-stride over M * N, so any
-// M and N the kernel takes launch. The workspace of the split-K kernels is not the reference's
-// business.
+// (kTransB true, the weight layout). Unlike the others it stages its operands, as doubles, in
+// shared memory: 256 threads own a 64 x 64 tile of C, 4 x 4 elements each, and walk k 16 at a time.
+// One element per thread read B with a stride of k between neighbours and took longer than the
+// rest of a tuning's preparation at 4096^3 (bench/NOTES.md, twenty-third session). Tiles run
+// along x; rows of tiles along y and, past the grid's 65535, again from the top. Each element is
+// still a plain sum over k in order, in double, sharing no code with the tuned kernels. The
+// workspace of the split-K kernels is not the reference's business.
 template <typename T, bool kTransB>
-__global__ void gemm(const T* A, const T* B, double* C, float*, int M, int N, int K) {
-  const long long count = static_cast<long long>(M) * N;
-  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
-  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
-    const long long row = i / N, col = i % N;
-    double sum = 0.0;
-    for (int k = 0; k < K; ++k) {
-      const long long b = kTransB ? col * K + k : static_cast<long long>(k) * N + col;
-      sum += to_double(A[row * K + k]) * to_double(B[b]);
+__global__ void __launch_bounds__(256) gemm(const T* A, const T* B, double* C, float*, int M, int N, int K) {
+  constexpr int kTile = 64, kDepth = 16, kThreads = 256;
+  // [k][row or column], padded: the staging writes walk k fastest.
+  __shared__ double a_tile[kDepth][kTile + 1];
+  __shared__ double b_tile[kDepth][kTile + 1];
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  const long long col0 = static_cast<long long>(blockIdx.x) * kTile;
+  for (long long row0 = static_cast<long long>(blockIdx.y) * kTile; row0 < M;
+       row0 += static_cast<long long>(gridDim.y) * kTile) {
+    double sum[4][4] = {};
+    for (int k0 = 0; k0 < K; k0 += kDepth) {
+      for (int e = threadIdx.x; e < kTile * kDepth; e += kThreads) {
+        const int along = e / kDepth, kk = e % kDepth, k = k0 + kk;
+        const long long row = row0 + along;
+        a_tile[kk][along] = row < M && k < K ? to_double(A[row * K + k]) : 0.0;
+        if (kTransB) {
+          const long long col = col0 + along;
+          b_tile[kk][along] = col < N && k < K ? to_double(B[col * K + k]) : 0.0;
+        } else {
+          const int b_k = k0 + e / kTile;
+          const long long col = col0 + e % kTile;
+          b_tile[e / kTile][e % kTile] = col < N && b_k < K ? to_double(B[static_cast<long long>(b_k) * N + col]) : 0.0;
+        }
+      }
+      __syncthreads();
+      for (int kk = 0; kk < kDepth; ++kk) {
+        double a[4], b[4];
+        for (int i = 0; i < 4; ++i) a[i] = a_tile[kk][ty + 16 * i];
+        for (int j = 0; j < 4; ++j) b[j] = b_tile[kk][tx + 16 * j];
+        for (int i = 0; i < 4; ++i) {
+          for (int j = 0; j < 4; ++j) sum[i][j] += a[i] * b[j];
+        }
+      }
+      __syncthreads();
     }
-    C[i] = sum;
+    for (int i = 0; i < 4; ++i) {
+      const long long row = row0 + ty + 16 * i;
+      for (int j = 0; j < 4; ++j) {
+        const long long col = col0 + tx + 16 * j;
+        if (row < M && col < N) C[row * N + col] = sum[i][j];
+      }
+    }
   }
 }
 

@@ -6,7 +6,9 @@
 #include <tuple>
 #include <vector>
 
+#include "codegen/compiler.hpp"
 #include "core/device.hpp"
+#include "core/module.hpp"
 #include "gmjit/tune.hpp"
 #include "gpu_test_support.hpp"
 #include "require_gpu.hpp"
@@ -61,6 +63,63 @@ INSTANTIATE_TEST_SUITE_P(SM90, Gemm, ::testing::ValuesIn(cases()), [](const ::te
          std::to_string(std::get<2>(info.param)) + "x" + std::to_string(std::get<3>(info.param)) + "_t" +
          std::to_string(std::get<4>(info.param));
 });
+
+// The reference every gemm verification trusts, against a product computed here in double. With
+// bf16 or fp16 inputs every product and partial sum is exact in double, so the two must agree bit
+// for bit. The cases leave partial 64 x 64 tiles and a k that is no multiple of the reference's
+// 16-deep steps, in both layouts; the last has more rows of tiles (65538) than the grid's 65535,
+// which the reference walks again from the top.
+TEST(GemmReference, MatchesTheHostProductExactly) {
+  GMJIT_REQUIRE_DEVICE();
+  const auto& kernel = templates::find_kernel("gemm");
+  const DeviceInfo device = gpu_test::device0();
+  detail::Context context(0);
+  detail::Stream stream;
+  for (const auto& [dtype, m, n, k, trans_b] : std::vector<Case>{{"bf16", 1, 1, 1, 0},
+                                                              {"bf16", 67, 131, 45, 1},
+                                                              {"fp16", 130, 70, 200, 0},
+                                                              {"fp16", 33, 65, 17, 1},
+                                                              {"bf16", 64 * 65535 + 131, 3, 2, 1}}) {
+    const Shape shape = gemm_shape(m, n, k, trans_b);
+    SCOPED_TRACE(dtype + " " + format_assignments(shape));
+    const auto& info = templates::dtype_info(dtype);
+    const auto inputs = tuner::random_inputs(kernel, shape, info, static_cast<std::uint64_t>(m + n + k));
+    const auto wide = tuner::widen_inputs(kernel, shape, info, inputs);
+    const auto& a = wide.at(0);
+    const auto& b = wide.at(1);
+
+    const auto compiled = codegen::shared_compiler().compile(codegen::specialize_reference(kernel, shape, dtype),
+                                                             device.arch).module;
+    detail::Module module(compiled->cubin);
+    detail::Kernel reference = module.kernel(compiled->lowered_name);
+    std::vector<detail::DeviceBuffer> operands;
+    for (const auto& bytes : inputs) operands.emplace_back(bytes.size()).upload(bytes.data(), bytes.size());
+    const std::size_t count = static_cast<std::size_t>(m * n);
+    detail::DeviceBuffer out(count * sizeof(double));
+    out.fill_bytes(0xFF, stream.get());
+    detail::KernelArgs args;
+    args.add(operands.at(0).get()).add(operands.at(1).get()).add(out.get());
+    if (kernel.workspace) args.add(CUdeviceptr{0});  // the reference leaves the split-K workspace alone
+    kernel.add_scalars(args, shape);
+    detail::launch(reference, kernel.reference_geometry(shape), args, stream.get());
+    stream.synchronize();
+    std::vector<double> got(count);
+    out.download(got.data(), count * sizeof(double));
+
+    std::size_t wrong = 0;
+    for (std::int64_t row = 0; row < m; ++row) {
+      for (std::int64_t col = 0; col < n; ++col) {
+        double sum = 0;
+        for (std::int64_t i = 0; i < k; ++i) sum += a[row * k + i] * b[trans_b ? col * k + i : i * n + col];
+        const double value = got[static_cast<std::size_t>(row * n + col)];
+        if (value != sum && wrong++ == 0) {
+          ADD_FAILURE() << "C[" << row << "][" << col << "] is " << value << ", the host product " << sum;
+        }
+      }
+    }
+    EXPECT_EQ(wrong, 0u);
+  }
+}
 
 class GemmWgmma : public ::testing::TestWithParam<Case> {};
 
