@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <thread>
@@ -245,6 +246,26 @@ TEST(RandomInputs, NeverZeroSeededAndDistinctPerTensor) {
     }
     EXPECT_GT(negative, 1800);
     EXPECT_LT(negative, 2300);
+  }
+}
+
+// Large tensors are filled in ranges on several threads: element i must not depend on where the
+// ranges split, so a tensor is a prefix of any longer one with the same seed.
+TEST(RandomInputs, ElementsDoNotDependOnHowTheFillIsSplit) {
+  const auto& kernel = gmjit::templates::find_kernel("vector_add");
+  const auto& bf16 = gmjit::templates::dtype_info("bf16");
+  const std::int64_t sizes[] = {1000, (std::int64_t{3} << 20) + 7, (std::int64_t{5} << 20) + 3};
+  std::vector<std::vector<std::vector<unsigned char>>> filled;
+  for (std::int64_t n : sizes) filled.push_back(gmjit::tuner::random_inputs(kernel, {{"n", n}}, bf16, 11));
+  for (std::size_t longer = 1; longer < filled.size(); ++longer) {
+    for (std::size_t input = 0; input < 2; ++input) {
+      const auto& shorter = filled[longer - 1][input];
+      const auto& whole = filled[longer][input];
+      ASSERT_LT(shorter.size(), whole.size());
+      EXPECT_TRUE(std::equal(shorter.begin(), shorter.end(), whole.begin()))
+          << "input " << input << " at " << sizes[longer - 1] << " elements differs from the start of "
+          << sizes[longer];
+    }
   }
 }
 
