@@ -1,17 +1,21 @@
 // Compile latency per template instantiation (cold NVRTC compile vs in-memory hit) and module
-// load latency (cuModuleLoadData + cuModuleGetFunction), as a table. Not a test.
+// load latency (cuModuleLoadData + cuModuleGetFunction), as a table; then how distinct compiles
+// scale over threads, as the tuner's compile pool runs them. Not a test.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <set>
+#include <thread>
 #include <vector>
 
 #include "codegen/compiler.hpp"
 #include "gmjit/device.hpp"
 #include "core/device.hpp"
 #include "core/module.hpp"
+#include "templates/registry.hpp"
 
 namespace {
 
@@ -80,5 +84,41 @@ int main() {
                 module->cubin.size() / 1024.0);
   }
   if (!status.available) std::printf("module load not measured: %s\n", status.reason.c_str());
+
+  // A tuning's first asks at 4096^3 compile 16 Hopper gemm kernels at once, one per pool thread.
+  // On the H100 machines their compiles finished one every 85 ms, each reported as taking 85 ms
+  // longer than the one before (twenty-third session): whether NVRTC runs them side by side
+  // there is what this table says.
+  const auto& gemm = templates::find_kernel("gemm");
+  const Shape square{{"m", 4096}, {"n", 4096}, {"k", 4096}, {"trans_b", 1}};
+  std::vector<codegen::GeneratedSource> distinct;
+  std::set<std::string> names;
+  for (const auto& config : templates::valid_configs(gemm, square)) {
+    if (config.at("wgmma") != 1 || distinct.size() == 16) continue;
+    auto source = codegen::specialize(gemm, square, "bf16", config);
+    if (names.insert(source.name_expression).second) distinct.push_back(std::move(source));
+  }
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  std::printf("\n%zu distinct Hopper gemm compiles (bf16, 4096^3), %u hardware threads\n", distinct.size(), cores);
+  std::printf("%8s %10s %10s %14s\n", "threads", "wall s", "speedup", "mean compile s");
+  double serial_s = 0;
+  for (unsigned threads : {1u, 2u, 4u, 8u, 16u}) {
+    if (threads > cores && threads != 1) break;
+    codegen::Compiler fresh;
+    std::vector<double> each(distinct.size());
+    const auto start = Clock::now();
+    std::vector<std::thread> pool;
+    for (unsigned t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        for (std::size_t i = t; i < distinct.size(); i += threads) each[i] = fresh.compile(distinct[i], arch).module->compile_ms;
+      });
+    }
+    for (auto& thread : pool) thread.join();
+    const double wall_s = std::chrono::duration<double>(Clock::now() - start).count();
+    if (threads == 1) serial_s = wall_s;
+    double sum_ms = 0;
+    for (double ms : each) sum_ms += ms;
+    std::printf("%8u %10.2f %10.2f %14.3f\n", threads, wall_s, serial_s / wall_s, sum_ms / 1000 / each.size());
+  }
   return 0;
 }
