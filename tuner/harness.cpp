@@ -290,7 +290,7 @@ Harness::Harness(const templates::KernelDescriptor& kernel, const Shape& shape, 
   detail::Laps laps;
   tolerance_ = kernel.tolerance(dtype_, shape);
   // Outputs are compared on the device, against references that stay there: one compare kernel
-  // per output dtype. Its compile and the reference kernel's run beside the inputs' generation.
+  // per output dtype. Its compile and the reference kernel's go on while the inputs are drawn.
   using Build = std::shared_future<std::shared_ptr<const codegen::CompiledModule>>;
   const auto build = [&device](codegen::GeneratedSource source) {
     return Build(std::async(std::launch::async, [source = std::move(source), arch = device.arch] {
