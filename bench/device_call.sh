@@ -1,5 +1,6 @@
 # One call on the lent GPU machine from a carried build (.device/pack.txz: libgmjit, gmtune,
-# gmjit-worker, gmjit_gpu_tests, bench_expr, bench_gemm, bench_tuner; bench/pack_device.sh), logs under $OUT. $1 picks the part:
+# gmjit-worker, gmjit_gpu_tests, bench_expr, bench_gemm, bench_tuner, bench_compile;
+# bench/pack_device.sh), logs under $OUT. $1 picks the part:
 # Several parts may be named in one call (e.g. `tier bench`), run in that order.
 #   tier   the gpu tier alone (GMJIT_REQUIRE_GPU=1), narrowed by TIER_FILTER
 #   python the Python suite on torch alone
@@ -18,6 +19,8 @@
 #          gemm.json), every strategy replayed on it; SEARCH_ARGS adds flags (--max-shapes N, ...)
 #   triton bench/triton_autotune.py on bf16 x @ W^T at $TRITON_SHAPES with $TRITON_CONFIGS configs
 #   operand  bench/operand_power.py: cuBLAS (torch.mm) on random operands beside constant ones
+#   compile  the machine's cores and CPU quota, then bench_compile: whether 16 distinct Hopper
+#          compiles run side by side over 1-16 threads (NOTES, twenty-third session)
 set -u
 # xz, whose 64 MiB window finds the LLVM code every binary carries once more in the next: a quarter
 # of gzip's size. Python unpacks it, whatever the machine's tar supports.
@@ -83,6 +86,9 @@ triton)
     --json-out $OUT/triton.json 2>&1 | tee $OUT/triton.log | tail -20 ;;
 operand)
   timeout 120 python3 bench/operand_power.py 2>&1 | tee $OUT/operand_power.log ;;
-*) echo "device_call.sh: unknown part $part (tier, tests, python, gemm, bench, stream, wgmma, gemmbench, search, triton, operand)"; exit 2 ;;
+compile)
+  { nproc; cat /sys/fs/cgroup/cpu.max 2>/dev/null; ls -l /usr/local/cuda/lib64/libnvrtc.so*; } 2>&1 | tee $OUT/cores.log
+  timeout 200 $D/bench_compile 2>&1 | tee $OUT/bench_compile.log ;;
+*) echo "device_call.sh: unknown part $part (tier, tests, python, gemm, bench, stream, wgmma, gemmbench, search, triton, operand, compile)"; exit 2 ;;
 esac
 done

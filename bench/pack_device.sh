@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # Packs what bench/device_call.sh runs on the lent GPU machine into .device/pack.txz (carry
-# ".device"): libgmjit, gmtune, gmjit-worker, the gpu tier, bench_expr and bench_gemm from the build
-# tree (stripped), the standalone wgmma check (nvcc, if it was built into $WGMMA_CHECK), the shapes
-# files the benchmarks read (the machine's Python brings torch and pytest). xz, whose 64 MiB
-# window finds the LLVM code every binary carries once more in the next: under the 64 MiB a call
-# may carry, where gzip is not.
+# ".device"): libgmjit, gmtune, gmjit-worker, the gpu tier, bench_expr, bench_gemm, bench_tuner
+# and bench_compile from the build tree (stripped), the standalone wgmma check (nvcc, if it was
+# built into $WGMMA_CHECK), the shapes files the benchmarks read (the machine's Python brings
+# torch and pytest). xz, whose 64 MiB window finds the LLVM code every binary carries once more
+# in the next: under the 64 MiB a call may carry, where gzip is not.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build="${GMJIT_BUILD_DIR:-build}"
 pack="$(mktemp -d)"
 cp "$build/lib/libgmjit.so.0.1.0" "$pack/libgmjit.so.0"
 cp "$build/tools/gmtune" "$build/tuner/gmjit-worker" "$build/tests/gmjit_gpu_tests" "$build/bench/bench_expr" \
-   "$build/bench/bench_gemm" "$build/bench/bench_tuner" "$pack/"
+   "$build/bench/bench_gemm" "$build/bench/bench_tuner" "$build/bench/bench_compile" "$pack/"
 if [ -n "${WGMMA_CHECK:-}" ]; then cp "$WGMMA_CHECK" "$pack/gemm_wgmma_check"; fi
 strip "$pack"/* 2>/dev/null || true
 shapes="${GMJIT_SHAPES_DIR:-../shared/shapes}"
