@@ -30,11 +30,12 @@ __global__ void sgemm(const float* A, const float* B, double* C, int M, int N, i
 // Row-major C (M x N) = A (M x K) * B for bf16/fp16 inputs: B is K x N (kTransB false) or N x K
 // (kTransB true, the weight layout). Unlike the others it stages its operands, as doubles, in
 // shared memory: 256 threads own a 64 x 64 tile of C, 4 x 4 elements each, and walk k 16 at a time.
-// One element per thread read B with a stride of k between neighbours and took longer than the
-// rest of a tuning's preparation at 4096^3 (bench/NOTES.md, twenty-third session). Tiles run
-// along x; rows of tiles along y and, past the grid's 65535, again from the top. Each element is
-// still a plain sum over k in order, in double, sharing no code with the tuned kernels. The
-// workspace of the split-K kernels is not the reference's business.
+// One element per thread read B^T with a stride of k between neighbours: 279 ms at 4096^3 and
+// 2.2 s at 8192^3 on an H100, against 10 and 74 ms now (bench/NOTES.md, twenty-third session),
+// before any candidate of a tuning could be verified. Tiles run along x; rows of tiles along y
+// and, past the grid's 65535, again from the top. Each element is still a plain sum over k in
+// order, in double, sharing no code with the tuned kernels. The workspace of the split-K kernels
+// is not the reference's business.
 template <typename T, bool kTransB>
 __global__ void __launch_bounds__(256) gemm(const T* A, const T* B, double* C, float*, int M, int N, int K) {
   constexpr int kTile = 64, kDepth = 16, kThreads = 256;
