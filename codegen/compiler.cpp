@@ -98,7 +98,8 @@ std::shared_ptr<const CompiledModule> run_nvrtc(const GeneratedSource& source, c
   GMJIT_NVRTC(nvrtcGetCUBIN(program.native(), module->cubin.data()));
   module->resources = parse_ptxas_report(module->log, module->lowered_name);
   if (module->resources.registers == 0) {
-    // Seen on the H200 host: the same NVRTC build returned an empty log for -Xptxas=-v there.
+    // Seen on the GPU hosts while NVRTC served cubins from the driver's JIT cache (before
+    // -no-cache): a hit carries no ptxas report, so the cubin's own attributes stand in.
     detail::logger().debug("no ptxas report for {} in the NVRTC log; reading the cubin", module->lowered_name);
     module->resources = read_cubin_resources(module->cubin, module->lowered_name);
   }
@@ -221,6 +222,12 @@ bool line_info_requested() {
 std::vector<std::string> canonical_options(const std::string& arch) {
   std::vector<std::string> options{"-arch=" + arch, "-std=c++17", "-Xptxas=-v", "-I" + cuda_include_dir()};
   if (line_info_requested()) options.insert(options.begin() + 2, "-lineinfo");
+  // NVRTC 12.9+ keeps its PTX and cubin in the driver's JIT cache (~/.nv/ComputeCache) wherever
+  // a driver is loaded: a hit skips ptxas and so prints no -Xptxas=-v report, a tuning pushes
+  // thousands of candidates through the user's cache (256 MB by default, shared with every CUDA
+  // application), and the binary cache already keeps what is worth keeping.
+  const auto& nvrtc = nvrtc_identity();
+  if (nvrtc.major > 12 || (nvrtc.major == 12 && nvrtc.minor >= 9)) options.push_back("-no-cache");
   return options;
 }
 

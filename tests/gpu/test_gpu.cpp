@@ -309,6 +309,23 @@ TEST(SM90_BinaryCache, ABinaryThatFailsToLoadIsDeletedAndRecompiled) {
   std::filesystem::remove_all(dir);
 }
 
+// With a driver loaded, NVRTC 12.9+ would answer the second compile from the driver's JIT cache:
+// no ptxas run, so no ptxas report, and the user's cache filled with tuning candidates.
+TEST(SM90_Compiler, EveryFreshCompileRunsPtxasBesideTheDriver) {
+  GMJIT_REQUIRE_SM90();
+  detail::Context context(0);
+  const auto& kernel = templates::find_kernel("vector_add");
+  const auto source = codegen::specialize(kernel, {{"n", 4099}}, "fp16", kernel.default_config);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    codegen::Compiler fresh;
+    const auto compiled = fresh.compile(source, device0().arch);
+    EXPECT_FALSE(compiled.memory_hit);
+    EXPECT_NE(compiled.module->log.find("Function properties for " + compiled.module->lowered_name), std::string::npos)
+        << "compile " << attempt + 1 << " printed no ptxas report:\n" << compiled.module->log;
+    EXPECT_TRUE(compiled.module->resources.spills_known) << "compile " << attempt + 1;
+  }
+}
+
 TEST(SM90_Cli, DevicesAndCompileForTheLiveDevice) {
   GMJIT_REQUIRE_SM90();
   const auto devices = testing::run_gmtune("devices --json");

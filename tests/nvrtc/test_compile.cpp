@@ -1,8 +1,10 @@
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstring>
 
 #include "cli_runner.hpp"
@@ -167,6 +169,15 @@ TEST(Compiler, RepeatedCompileIsServedFromMemory) {
   EXPECT_TRUE(second.memory_hit);
   EXPECT_EQ(first.module.get(), second.module.get());
   EXPECT_GT(first.module->compile_ms, 0);
+}
+
+TEST(Compiler, KeepsItsCompilesOutOfTheDriversJitCache) {
+  const auto options = codegen::canonical_options(kArch);
+  EXPECT_NE(std::find(options.begin(), options.end(), "-no-cache"), options.end()) << fmt::format("{}", fmt::join(options, " "));
+  const auto& kernel = templates::find_kernel("vector_add");
+  const auto source = codegen::specialize(kernel, {{"n", 100}}, "fp32", kernel.default_config);
+  const auto compiled = codegen::Compiler().compile(source, kArch);
+  EXPECT_EQ(compiled.module->options, options) << "NVRTC accepted the options the key holds";
 }
 
 TEST(Compiler, CompileErrorCarriesTheWholeLogAndOptions) {
