@@ -19,8 +19,8 @@
 #          gemm.json), every strategy replayed on it; SEARCH_ARGS adds flags (--max-shapes N, ...)
 #   triton bench/triton_autotune.py on bf16 x @ W^T at $TRITON_SHAPES with $TRITON_CONFIGS configs
 #   operand  bench/operand_power.py: cuBLAS (torch.mm) on random operands beside constant ones
-#   compile  the machine's cores and CPU quota, then bench_compile: whether 16 distinct Hopper
-#          compiles run side by side over 1-16 threads (NOTES, twenty-third session)
+#   compile  the machine's cores and CPU quota, then bench_compile: how 16 distinct Hopper
+#          compiles scale over 1-16 threads and over as many processes (NOTES, twenty-fourth session)
 set -u
 # xz, whose 64 MiB window finds the LLVM code every binary carries once more in the next: a quarter
 # of gzip's size. Python unpacks it, whatever the machine's tar supports.
