@@ -222,12 +222,12 @@ bool line_info_requested() {
 std::vector<std::string> canonical_options(const std::string& arch) {
   std::vector<std::string> options{"-arch=" + arch, "-std=c++17", "-Xptxas=-v", "-I" + cuda_include_dir()};
   if (line_info_requested()) options.insert(options.begin() + 2, "-lineinfo");
-  // NVRTC 12.9+ keeps its PTX and cubin in the driver's JIT cache (~/.nv/ComputeCache) wherever
-  // a driver is loaded: a hit skips ptxas and so prints no -Xptxas=-v report, a tuning pushes
-  // thousands of candidates through the user's cache (256 MB by default, shared with every CUDA
-  // application), and the binary cache already keeps what is worth keeping.
-  const auto& nvrtc = nvrtc_identity();
-  if (nvrtc.major > 12 || (nvrtc.major == 12 && nvrtc.minor >= 9)) options.push_back("-no-cache");
+  // NVRTC (12.9 on; the build requires 13) keeps its PTX and cubin in the driver's JIT cache
+  // (~/.nv/ComputeCache) wherever a driver is loaded: a hit skips ptxas and so prints no
+  // -Xptxas=-v report, a tuning pushes thousands of candidates through the user's cache (256 MB
+  // by default, shared with every CUDA application), and the binary cache already keeps what is
+  // worth keeping.
+  options.push_back("-no-cache");
   return options;
 }
 

@@ -176,8 +176,8 @@ TEST(Compiler, KeepsItsCompilesOutOfTheDriversJitCache) {
   EXPECT_NE(std::find(options.begin(), options.end(), "-no-cache"), options.end()) << fmt::format("{}", fmt::join(options, " "));
   const auto& kernel = templates::find_kernel("vector_add");
   const auto source = codegen::specialize(kernel, {{"n", 100}}, "fp32", kernel.default_config);
-  const auto compiled = codegen::Compiler().compile(source, kArch);
-  EXPECT_EQ(compiled.module->options, options) << "NVRTC accepted the options the key holds";
+  // NVRTC rejects an option it does not know, and the compile then throws.
+  EXPECT_NO_THROW(codegen::Compiler().compile(source, kArch));
 }
 
 TEST(Compiler, CompileErrorCarriesTheWholeLogAndOptions) {
