@@ -31,6 +31,9 @@ export GMJIT_REQUIRE_GPU=1 LD_LIBRARY_PATH=$D:/usr/local/cuda/lib64
 # alignment, so a split tier compiles each once. Keys hold the source and toolkit: a new pack's
 # changed templates miss.
 export GMJIT_TEST_BINARY_CACHE=$D/binaries.db  # in a directory of our own: the store refuses a shared one such as /tmp
+# A pack built with TIER_BINARIES brings the cubins a compile-only run of the tier made; the first
+# call on a machine starts from them, later ones keep what it added.
+if [ -f $D/tier-binaries.db ] && [ ! -f $GMJIT_TEST_BINARY_CACHE ]; then cp $D/tier-binaries.db $GMJIT_TEST_BINARY_CACHE; fi
 for part in "${@:-tests}"; do
 case "$part" in
 tier)

@@ -16,6 +16,18 @@ if [ -n "${WGMMA_CHECK:-}" ]; then cp "$WGMMA_CHECK" "$pack/gemm_wgmma_check"; f
 strip "$pack"/* 2>/dev/null || true
 shapes="${GMJIT_SHAPES_DIR:-../shared/shapes}"
 if [ -f "$shapes/gemm.json" ]; then cp "$shapes/gemm.json" "$pack/"; fi
+# TIER_BINARIES: a binary cache that a compile-only run of the tier filled here
+# (GMJIT_TEST_COMPILE_ONLY=sm_90a GMJIT_TEST_BINARY_CACHE=that.db build/tests/gmjit_gpu_tests), so
+# the tier on the lent machine checks instead of compiling. Its PTX stays behind: a launch from the
+# cache reads the cubin alone, and the cubins are what fits in a call.
+if [ -n "${TIER_BINARIES:-}" ]; then
+  cp "$TIER_BINARIES" "$pack/tier-binaries.db"
+  python3 -c "import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+db.execute(\"UPDATE binaries SET ptx = '', bytes = length(cubin)\")
+db.commit()
+db.execute('VACUUM')" "$pack/tier-binaries.db"
+fi
 mkdir -p .device
 tar -cf - -C "$pack" . | xz -9 -T2 >.device/pack.txz
 rm -rf "$pack"

@@ -6,9 +6,12 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <future>
+#include <set>
 #include <utility>
 
 #include "core/module.hpp"
+#include "require_gpu.hpp"
 #include "templates/registry.hpp"
 #include "tuner/harness.hpp"
 
@@ -27,6 +30,8 @@ std::string binary_cache_path() {
 
 std::atomic<std::size_t> loads_from_cache{0};
 std::atomic<std::size_t> loads_compiled{0};
+std::atomic<std::size_t> compiled_only{0};
+std::atomic<std::size_t> compiled_only_held{0};
 
 // Where a run's time went, printed after gtest's own summary: each suite's time (a parameterized
 // suite is one group of cases), the slowest tests, and how many kernels the binary cache served.
@@ -55,8 +60,13 @@ class TimeSummary : public ::testing::EmptyTestEventListener {
     for (std::size_t i = 0; i < std::min<std::size_t>(tests.size(), 10); ++i) {
       std::printf("[ slowest  ] %8.1f s  %s\n", tests[i].first, tests[i].second.c_str());
     }
-    std::printf("[ binaries ] %zu kernels loaded from the run's binary cache (%s), %zu compiled for it\n",
-                loads_from_cache.load(), binary_cache_path().c_str(), loads_compiled.load());
+    if (const char* arch = compile_only_arch()) {
+      std::printf("[ binaries ] %zu kernels compiled for %s into the run's binary cache (%s), %zu already there\n",
+                  compiled_only.load(), arch, binary_cache_path().c_str(), compiled_only_held.load());
+    } else {
+      std::printf("[ binaries ] %zu kernels loaded from the run's binary cache (%s), %zu compiled for it\n",
+                  loads_from_cache.load(), binary_cache_path().c_str(), loads_compiled.load());
+    }
     std::fflush(stdout);
   }
 };
@@ -66,6 +76,36 @@ const bool kTimeSummaryListens = [] {
   ::testing::UnitTest::GetInstance()->listeners().Append(new TimeSummary);
   return true;
 }();
+
+// Compiles every distinct kernel of `sources` that the binary cache lacks and stores it there;
+// returns how many it compiled and how many the cache already held. A compile error fails the
+// test that asked, as it would in a run on the GPU.
+std::pair<std::size_t, std::size_t> compile_into_binary_cache(const std::vector<codegen::GeneratedSource>& sources,
+                                                              const std::string& arch) {
+  std::set<std::string> seen;
+  std::vector<std::shared_future<tuner::CompiledPtr>> compiling;
+  std::size_t held = 0;
+  tuner::CompilePool pool(arch, /*threads=*/0, sources.size());
+  for (const auto& source : sources) {
+    const std::string key = codegen::compile_key(source, arch);
+    if (!seen.insert(key).second) continue;
+    if (binary_store().get_cubin(key)) {
+      ++held;
+      continue;
+    }
+    compiling.push_back(pool.submit(source));
+  }
+  for (const auto& result : compiling) {
+    try {
+      cache::store_binary(binary_store(), *result.get());
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << e.what();
+    }
+  }
+  compiled_only += compiling.size();
+  compiled_only_held += held;
+  return {compiling.size(), held};
+}
 
 }  // namespace
 
@@ -101,8 +141,6 @@ std::size_t verify_every_config(const std::string& name, const std::string& dtyp
     ADD_FAILURE() << name << " has no valid configuration at " << format_assignments(shape);
     return 0;
   }
-  const DeviceInfo device = device0();
-  detail::Context context(0);
   std::vector<codegen::GeneratedSource> sources;
   for (const auto& config : configs) sources.push_back(codegen::specialize(kernel, shape, dtype, config));
   std::vector<codegen::GeneratedSource> compiles = sources;
@@ -111,6 +149,15 @@ std::size_t verify_every_config(const std::string& name, const std::string& dtyp
   if (kernel.reference_expression && !kernel.host_reference) {
     compiles.insert(compiles.begin(), codegen::specialize_reference(kernel, shape, dtype));
   }
+  if (const char* arch = compile_only_arch()) {
+    const auto [compiled, held] = compile_into_binary_cache(compiles, arch);
+    std::printf("[ compiled ] %zu %s %s configurations at %s for %s: %zu kernels compiled into the binary cache, "
+                "%zu already there\n",
+                configs.size(), name.c_str(), dtype.c_str(), format_assignments(shape).c_str(), arch, compiled, held);
+    return configs.size();
+  }
+  const DeviceInfo device = device0();
+  detail::Context context(0);
   CompileAhead ahead(compiles, device.arch);
   tuner::Harness harness(kernel, shape, dtype, device, seed);
   const auto& info = templates::dtype_info(dtype);

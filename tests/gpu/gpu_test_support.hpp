@@ -48,6 +48,10 @@ cache::LoadedBinary load(const codegen::GeneratedSource& source, const std::stri
 // `seed`, the reference, NaN-poisoned outputs and guard bytes past them), expecting some
 // configuration, each error within the harness's tolerance and every one run; prints how many
 // ran and returns that. `keep`, when set, narrows them to those it accepts.
+// In a compile-only run (GMJIT_TEST_COMPILE_ONLY=sm_90a, say; no GPU needed) it compiles them for
+// that arch into the run's binary cache instead and checks nothing: the tier's time on the GPU
+// is NVRTC's, so a cache filled here lets a lent machine spend its minutes on the checks
+// (bench/pack_device.sh carries one). A compile error still fails the test.
 std::size_t verify_every_config(const std::string& name, const std::string& dtype, const Shape& shape,
                                 std::uint64_t seed, const std::function<bool(const Config&)>& keep = {});
 // The same, seeded by the shape's first dimension in key order, so each shape gets its own inputs.

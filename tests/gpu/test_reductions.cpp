@@ -34,7 +34,7 @@ std::uint64_t seed_of(const Shape& shape) {
 class VectorSum : public ::testing::TestWithParam<std::int64_t> {};
 
 TEST_P(VectorSum, EveryConfigMatchesTheHostReference) {
-  GMJIT_REQUIRE_SM90();
+  GMJIT_REQUIRE_SM90_OR_COMPILE_ONLY();
   const Shape shape{{"n", GetParam()}};
   gpu_test::verify_every_config("vector_sum", "fp32", shape, seed_of(shape));
 }
@@ -47,7 +47,7 @@ using HistCase = std::pair<std::int64_t, std::int64_t>;  // n, contention
 class Histogram : public ::testing::TestWithParam<HistCase> {};
 
 TEST_P(Histogram, EveryConfigCountsExactly) {
-  GMJIT_REQUIRE_SM90();
+  GMJIT_REQUIRE_SM90_OR_COMPILE_ONLY();
   const Shape shape{{"n", GetParam().first}, {"contention", GetParam().second}};
   gpu_test::verify_every_config("histogram", "u8", shape, seed_of(shape));
 }
@@ -55,7 +55,7 @@ TEST_P(Histogram, EveryConfigCountsExactly) {
 // i64_counts=1: the same kernel writes torch's int64 counts; the harness's 0xFF poison reads as -1
 // there, so an unwritten count cannot pass.
 TEST(SM90_HistogramI64, EveryConfigCountsExactlyInInt64) {
-  GMJIT_REQUIRE_SM90();
+  GMJIT_REQUIRE_SM90_OR_COMPILE_ONLY();
   for (const std::int64_t n : {15, 1000003}) {
     const Shape shape{{"n", n}, {"contention", 90}, {"i64_counts", 1}};
     gpu_test::verify_every_config("histogram", "u8", shape, seed_of(shape));
