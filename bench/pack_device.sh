@@ -32,3 +32,7 @@ mkdir -p .device
 tar -cf - -C "$pack" . | xz -9 -T2 >.device/pack.txz
 rm -rf "$pack"
 ls -la .device/pack.txz
+# A call carries the tracked tree and .device together, 64 MiB at most.
+carried=$(( $(git ls-files -z | xargs -0 cat | wc -c) + $(du -sb .device | cut -f1) ))
+echo "a call carries $((carried / 1048576)) MiB of its 64 (tracked files and .device)"
+if [ $carried -gt $((64 * 1048576)) ]; then echo "too much to carry: leave TIER_BINARIES out or trim .device" >&2; exit 1; fi
