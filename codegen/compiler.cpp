@@ -334,6 +334,25 @@ Compiler::Result Compiler::compile(const GeneratedSource& source, const std::str
   }
 }
 
+void Compiler::remember(std::shared_ptr<const CompiledModule> module) {
+  std::promise<std::shared_ptr<const CompiledModule>> ready;
+  const std::string key = module->compile_key;
+  ready.set_value(std::move(module));
+  std::lock_guard<std::mutex> lock(mutex_);
+  modules_.emplace(key, ready.get_future().share());
+}
+
+std::shared_ptr<const CompiledModule> Compiler::remembered(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = modules_.find(key);
+  if (it == modules_.end() || it->second.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return nullptr;
+  try {
+    return it->second.get();
+  } catch (...) {
+    return nullptr;  // a failed compile: the caller compiles again, as compile() would
+  }
+}
+
 void Compiler::forget_modules() {
   std::lock_guard<std::mutex> lock(mutex_);
   modules_.clear();

@@ -86,6 +86,11 @@ class Compiler {
   // Throws Error(compile) with NVRTC's whole log and the options when compilation fails, and
   // Error(usage) for an arch NVRTC does not know (check_arch).
   Result compile(const GeneratedSource& source, const std::string& arch);
+  // Keeps a module compiled elsewhere (a compile process) as if compiled here, so later compiles
+  // of its key are served from memory; a key already kept is left as it is.
+  void remember(std::shared_ptr<const CompiledModule> module);
+  // The module kept for `key` once its compile has finished, else null; never waits.
+  std::shared_ptr<const CompiledModule> remembered(const std::string& key) const;
   // Drops every module kept in memory, so the next compile of any key runs NVRTC again.
   void forget_modules();
   std::size_t module_count() const;

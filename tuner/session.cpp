@@ -502,6 +502,8 @@ class Tuning {
     CompiledPtr compiled;
     try {
       compiled = future.get();
+    } catch (const Interrupted&) {
+      throw;
     } catch (const Error& e) {
       trial.status = TrialStatus::compile_failed;
       trial.detail = e.what();

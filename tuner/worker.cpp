@@ -26,6 +26,7 @@
 #include "templates/registry.hpp"
 #include "tuner/harness.hpp"
 #include "tuner/protocol.hpp"
+#include "tuner/remote_compile.hpp"
 #include "tuner/session.hpp"
 
 #define XXH_INLINE_ALL
@@ -371,6 +372,26 @@ nlohmann::json error_answer(const std::exception& e) {
   return {{"ok", false}, {"kind", error ? to_string(error->kind()) : "internal"}, {"error", e.what()}};
 }
 
+// A compile process: no device is opened, so it needs no GPU and holds none.
+int serve_compiles() {
+  try {
+    answer({{"ok", true}, {"compile", true}});
+    for (;;) {
+      Frame request;
+      if (read_frame(STDIN_FILENO, request, -1) != ReadResult::frame) return 0;  // parent closed the pipe
+      const std::string op = request.header.value("op", std::string());
+      write_frame(STDOUT_FILENO, op == "compile" ? answer_compile_request(request)
+                                                 : Frame{error_answer(Error(ErrorKind::usage, 0,
+                                                                            "a compile process answers only compile "
+                                                                            "requests, not '" + op + "'")),
+                                                         {}});
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gmjit-worker: %s\n", e.what());
+    return 1;
+  }
+}
+
 }  // namespace
 
 int worker_main(int argc, char** argv) {
@@ -381,6 +402,7 @@ int worker_main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
   int ordinal = 0;
   bool simulated = false;
+  bool compile_only = false;
   long parent = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -388,6 +410,8 @@ int worker_main(int argc, char** argv) {
       ordinal = std::atoi(argv[++i]);
     } else if (arg == "--simulated") {
       simulated = true;
+    } else if (arg == kCompileWorkerFlag) {
+      compile_only = true;
     } else if (arg == "--parent" && i + 1 < argc) {
       parent = std::atol(argv[++i]);
     } else {
@@ -405,6 +429,7 @@ int worker_main(int argc, char** argv) {
     std::fprintf(stderr, "gmjit-worker: parent %ld is gone; exiting\n", parent);
     return kWorkerParentGone;
   }
+  if (compile_only) return serve_compiles();
   std::unique_ptr<Backend> backend;
   try {
     if (simulated) {

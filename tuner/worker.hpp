@@ -17,7 +17,8 @@ inline constexpr int kWorkerContextLost = 3;
 // die with it): it never serves a parent other than the one that spawned it.
 inline constexpr int kWorkerParentGone = 4;
 
-// The worker's main: `gmjit-worker [--parent PID] [--device N] [--simulated]`. It dies with its
+// The worker's main: `gmjit-worker [--parent PID] [--device N] [--simulated]`, or with --compile a
+// compile process (tuner/remote_compile.hpp). It dies with its
 // parent (PR_SET_PDEATHSIG, SIGKILL) and exits at once when PID is no longer its parent.
 int worker_main(int argc, char** argv);
 
