@@ -79,7 +79,10 @@ ReadResult read_length(int fd, std::uint64_t& length, const std::optional<Clock:
 }  // namespace
 
 void write_frame(int fd, const Frame& frame) {
-  const std::string header = frame.header.dump();
+  // Text that is not UTF-8 (a compiler log quoting a user's Latin-1 source) goes over as U+FFFD
+  // rather than failing the frame; a source altered so compiles under another key, which the
+  // compile pool notices and compiles in its own process instead.
+  const std::string header = frame.header.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   write_length(fd, header.size());
   write_all(fd, header.data(), header.size());
   write_length(fd, frame.payload.size());

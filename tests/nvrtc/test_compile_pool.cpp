@@ -130,6 +130,15 @@ TEST(CompilePool, AFailedCompileInAProcessCarriesNvrtcsLog) {
   EXPECT_FALSE(pool.submit(user_source("")).get()->cubin.empty());
 }
 
+TEST(CompilePool, ASourceThatIsNotUtf8CompilesInThisProcess) {
+  // A Latin-1 comment cannot cross the pipe as JSON text: the compile process gets U+FFFD, makes
+  // a binary under another key, and the pool compiles the source itself instead.
+  const auto source = user_source("// caf\xe9\n");
+  const auto module = compile_in(CompileIn::processes, source, CompileIn::threads);
+  EXPECT_EQ(module->compile_key, codegen::compile_key(source, kArch));
+  EXPECT_FALSE(module->cubin.empty());
+}
+
 TEST(CompilePool, AWorkerThatIsNoCompileProcessLeavesTheCompilesToThreads) {
   const ScopedEnv worker("GMJIT_WORKER", "/bin/true");  // starts, answers nothing, exits
   const auto& kernel = templates::find_kernel("vector_add");
